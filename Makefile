@@ -1,0 +1,94 @@
+# attnlab: every target sets up .venv itself, so a fresh clone needs only `make book` or `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV    := .venv
+PY      := $(VENV)/bin/python
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+MATHJAX := _extra/mathjax/tex-svg-full.js
+# The interpreter that creates the venv: python3.11 when present, else python3 (checked >= 3.11).
+PYTHON  ?= $(shell command -v python3.11 || command -v python3)
+# pip on this kind of machine warns about every missing local index folder: keep its output short.
+PIP_QUIET := 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
+
+NBVAL_OPTS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg \
+              --nbval-cell-timeout=600 -p no:cacheprovider
+BOOK_OPTS  := -W -n --keep-going
+
+.PHONY: help setup book test lint unit nbval book-strict lab execute bench clean
+
+help:
+	@echo "make book   set up .venv, then build the HTML book into _build/html"
+	@echo "make test   set up .venv, then lint, unit tests, strict nbval, strict book build"
+	@echo "make lab    open the notebooks in JupyterLab"
+	@echo "make execute NB=notebooks/NN_topic.ipynb  re-run one notebook and store its outputs"
+	@echo "make bench  run the benchmarks and rewrite the tables of book/performance.md"
+	@echo "make clean  remove _build, _extra and caches (keeps .venv)"
+
+# ---- set-up ---------------------------------------------------------------------------------
+$(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
+	  { echo "attnlab needs Python >= 3.11; found $$($(PYTHON) --version). Set PYTHON=..."; exit 1; }
+	@test -x $(PY) || { echo "==> creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	@echo "==> installing requirements.txt into $(VENV) (about 2 minutes the first time)"
+	@set -o pipefail; $(PY) -m pip install -q -r requirements.txt $(PIP_QUIET)
+	@$(PY) -c 'import torch, numpy, jupyter_book, nbval' || { echo "install failed"; exit 1; }
+	@set -o pipefail; $(PY) -m pip install -q --no-deps -e . $(PIP_QUIET)
+	@$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (attnlab)" >/dev/null
+	@touch $(STAMP)
+
+setup: $(STAMP) $(MATHJAX)
+
+# MathJax 3 for offline reading, copied from the pinned django-static-mathjax package.
+$(MATHJAX): $(STAMP)
+	@rm -rf _extra/mathjax && mkdir -p _extra/mathjax
+	@src=$$($(PY) -c 'import mathjax, pathlib; print(pathlib.Path(mathjax.__file__).parent / "static/mathjax/es5")'); \
+	  cp -r "$$src"/. _extra/mathjax/ && \
+	  cp $$($(PY) -c 'import importlib.metadata as m; print(m.distribution("django-static-mathjax")._path)')/LICENSE _extra/mathjax/LICENSE
+	@test -f $(MATHJAX)
+
+# ---- the book -------------------------------------------------------------------------------
+book: setup
+	@echo "==> building the book (execution off: make test's nbval checks the stored outputs)"
+	$(BIN)/jupyter-book build . $(BOOK_OPTS)
+	@echo "Open $(CURDIR)/_build/html/index.html"
+
+# ---- the tests ------------------------------------------------------------------------------
+test: setup
+	@$(MAKE) --no-print-directory lint unit nbval book-strict
+	@echo "make test: all stages passed"
+
+lint: setup
+	@echo "==> [1/4] ruff check (package, tests, notebooks, benchmarks)"
+	@$(BIN)/ruff check src tests notebooks benchmarks || { echo "make test: FAILED at lint"; exit 1; }
+
+unit: setup
+	@echo "==> [2/4] unit tests (pytest tests/)"
+	@$(BIN)/pytest tests/ -q || { echo "make test: FAILED at unit tests"; exit 1; }
+
+nbval: setup
+	@echo "==> [3/4] strict nbval on every notebook"
+	@$(BIN)/pytest $(NBVAL_OPTS) notebooks/ -q || { echo "make test: FAILED at nbval"; exit 1; }
+
+book-strict: setup
+	@echo "==> [4/4] strict book build (-W -n --keep-going, fresh)"
+	@rm -rf _build/html _build/.doctrees
+	@$(BIN)/jupyter-book build . $(BOOK_OPTS) || { echo "make test: FAILED at book build"; exit 1; }
+
+# ---- the rest -------------------------------------------------------------------------------
+lab: setup
+	$(BIN)/jupyter lab notebooks/
+
+# Re-execute one notebook top to bottom in a fresh kernel and store its outputs:
+#   make execute NB=notebooks/01_local_context.ipynb
+execute: setup
+	@test -n "$(NB)" || { echo "usage: make execute NB=notebooks/NN_topic.ipynb"; exit 1; }
+	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+	  --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 "$(NB)"
+
+bench: setup
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf _build _extra .pytest_cache .ruff_cache .hypothesis
