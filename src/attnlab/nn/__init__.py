@@ -5,6 +5,8 @@ Modules follow torch conventions: ``batch_first`` tensors of shape ``(batch, s, 
 ``(in, out)`` matrices are explicit.
 """
 
+from attnlab.nn.attention import scaled_dot_product_attention
+
 # --- chapters 02-04 (attention): add imports here ---
 # --- chapters 05-06 (multihead): add imports here ---
 # --- chapter 07 (luong): add imports here ---
@@ -12,6 +14,7 @@ Modules follow torch conventions: ``batch_first`` tensors of shape ``(batch, s, 
 # --- chapter 09 (positions): add imports here ---
 
 __all__: list[str] = [
+    "scaled_dot_product_attention",
     # --- chapters 02-04 names ---
     # --- chapters 05-06 names ---
     # --- chapter 07 names ---
