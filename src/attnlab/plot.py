@@ -77,8 +77,8 @@ def heatmap(
     m = np.asarray(matrix, dtype=float)
     if m.ndim != 2:
         raise ValueError(f"heatmap needs a 2-D matrix, got shape {m.shape}")
+    bound = float(np.nanmax(np.abs(m))) or 1.0
     if signed:
-        bound = float(np.max(np.abs(m))) or 1.0
         image = ax.imshow(m, cmap=SIGNED_CMAP, vmin=-bound, vmax=bound)
     else:
         image = ax.imshow(m, cmap=WEIGHTS_CMAP)
@@ -91,7 +91,9 @@ def heatmap(
     if annotate:
         middle = (np.nanmin(m) + np.nanmax(m)) / 2
         for (i, j), value in np.ndenumerate(m):
-            colour = "white" if (value < middle and not signed) else "black"
+            # light text on the dark ends of each colour map
+            dark = abs(value) > 0.6 * bound if signed else value < middle
+            colour = "white" if dark else "black"
             ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=8, color=colour)
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)

@@ -1,0 +1,83 @@
+"""Notebook hygiene: what the book promises about every chapter notebook.
+
+Every notebook is listed in _toc.yml, was executed top to bottom in a fresh kernel (code-cell
+execution counts exactly 1..N, outputs present), uses the python3 kernelspec, contains no
+absolute paths, and checks something (at least one assert or exercise check).
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])/(root|home|tmp|work|Users|var|opt)/[\w.-]+")
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def code_cells(nb: dict) -> list[dict]:
+    return [c for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no notebooks found under notebooks/"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_listed_in_toc(path):
+    toc = (ROOT / "_toc.yml").read_text()
+    listed = re.findall(r"^\s*-\s*file:\s*(\S+)", toc, flags=re.MULTILINE)
+    assert f"notebooks/{path.stem}" in listed, f"{path.name} is not listed in _toc.yml"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_executed_in_order_with_outputs(path):
+    cells = code_cells(load(path))
+    counts = [c["execution_count"] for c in cells]
+    assert counts == list(range(1, len(cells) + 1)), (
+        f"{path.name}: execution counts {counts} are not 1..{len(cells)}; "
+        f"re-run it with `make execute NB=notebooks/{path.name}`"
+    )
+    assert any(c["outputs"] for c in cells), f"{path.name} has no stored outputs"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_kernelspec_is_python3(path):
+    assert load(path)["metadata"]["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_absolute_paths(path):
+    hits = ABSOLUTE_PATH.findall(path.read_text())
+    assert not hits, f"{path.name} contains absolute paths: {hits[:3]}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_checks_something(path):
+    sources = ["".join(c["source"]) for c in code_cells(load(path))]
+    assert any("assert " in s or "check(" in s for s in sources), (
+        f"{path.name} has no asserting cell"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_errors_in_stored_outputs(path):
+    for cell in code_cells(load(path)):
+        tags = cell.get("metadata", {}).get("tags", [])
+        for out in cell["outputs"]:
+            if out["output_type"] == "error":
+                assert "raises-exception" in tags, (
+                    f"{path.name}: cell {cell['execution_count']} stored an error "
+                    f"({out['ename']}) without the raises-exception tag"
+                )
+
+
+def test_pytest_does_not_collect_build_copies():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'testpaths = ["tests"]' in text
+    assert "_build" in text.split("norecursedirs", 1)[1].splitlines()[0]
