@@ -61,20 +61,20 @@ test: setup
 
 lint: setup
 	@echo "==> [1/4] ruff check (package, tests, notebooks, benchmarks)"
-	@$(BIN)/ruff check src tests notebooks benchmarks || { echo "make test: FAILED at lint"; exit 1; }
+	@SECONDS=0; $(BIN)/ruff check src tests notebooks benchmarks || { echo "make test: FAILED at lint"; exit 1; }; echo "    lint took $${SECONDS}s"
 
 unit: setup
 	@echo "==> [2/4] unit tests (pytest tests/)"
-	@$(BIN)/pytest tests/ -q || { echo "make test: FAILED at unit tests"; exit 1; }
+	@SECONDS=0; $(BIN)/pytest tests/ -q || { echo "make test: FAILED at unit tests"; exit 1; }; echo "    unit tests took $${SECONDS}s"
 
 nbval: setup
 	@echo "==> [3/4] strict nbval on every notebook"
-	@$(BIN)/pytest $(NBVAL_OPTS) notebooks/ -q || { echo "make test: FAILED at nbval"; exit 1; }
+	@SECONDS=0; $(BIN)/pytest $(NBVAL_OPTS) notebooks/ -q --durations=5 || { echo "make test: FAILED at nbval"; exit 1; }; echo "    nbval took $${SECONDS}s"
 
 book-strict: setup
 	@echo "==> [4/4] strict book build (-W -n --keep-going, fresh)"
 	@rm -rf _build/html _build/.doctrees
-	@$(BIN)/jupyter-book build . $(BOOK_OPTS) || { echo "make test: FAILED at book build"; exit 1; }
+	@SECONDS=0; $(BIN)/jupyter-book build . $(BOOK_OPTS) || { echo "make test: FAILED at book build"; exit 1; }; echo "    book build took $${SECONDS}s"
 
 # ---- the rest -------------------------------------------------------------------------------
 lab: setup
