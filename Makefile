@@ -16,11 +16,12 @@ NBVAL_OPTS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.c
               --nbval-cell-timeout=600 -p no:cacheprovider
 BOOK_OPTS  := -W -n --keep-going
 
-.PHONY: help setup book test lint unit nbval book-strict lab execute bench clean
+.PHONY: help setup book test lint unit nbval book-strict browser lab execute bench clean
 
 help:
 	@echo "make book   set up .venv, then build the HTML book into _build/html"
-	@echo "make test   set up .venv, then lint, unit tests, strict nbval, strict book build"
+	@echo "make test   set up .venv, then lint, unit tests, strict nbval, strict book build,"
+	@echo "            browser tests of every built page"
 	@echo "make lab    open the notebooks in JupyterLab"
 	@echo "make execute NB=notebooks/NN_topic.ipynb  re-run one notebook and store its outputs"
 	@echo "make bench  run the benchmarks and rewrite the tables of book/performance.md"
@@ -56,25 +57,35 @@ book: setup
 
 # ---- the tests ------------------------------------------------------------------------------
 test: setup
-	@$(MAKE) --no-print-directory lint unit nbval book-strict
+	@$(MAKE) --no-print-directory lint unit nbval book-strict browser
 	@echo "make test: all stages passed"
 
 lint: setup
-	@echo "==> [1/4] ruff check (package, tests, notebooks, benchmarks)"
+	@echo "==> [1/5] ruff check (package, tests, notebooks, benchmarks)"
 	@SECONDS=0; $(BIN)/ruff check src tests notebooks benchmarks || { echo "make test: FAILED at lint"; exit 1; }; echo "    lint took $${SECONDS}s"
 
 unit: setup
-	@echo "==> [2/4] unit tests (pytest tests/)"
-	@SECONDS=0; $(BIN)/pytest tests/ -q || { echo "make test: FAILED at unit tests"; exit 1; }; echo "    unit tests took $${SECONDS}s"
+	@echo "==> [2/5] unit tests (pytest tests/)"
+	@SECONDS=0; $(BIN)/pytest tests/ -q --ignore=tests/test_offline.py || { echo "make test: FAILED at unit tests"; exit 1; }; echo "    unit tests took $${SECONDS}s"
 
 nbval: setup
-	@echo "==> [3/4] strict nbval on every notebook"
+	@echo "==> [3/5] strict nbval on every notebook"
 	@SECONDS=0; $(BIN)/pytest $(NBVAL_OPTS) notebooks/ -q --durations=5 || { echo "make test: FAILED at nbval"; exit 1; }; echo "    nbval took $${SECONDS}s"
 
 book-strict: setup
-	@echo "==> [4/4] strict book build (-W -n --keep-going, fresh)"
+	@echo "==> [4/5] strict book build (-W -n --keep-going, fresh)"
 	@rm -rf _build/html _build/.doctrees
 	@SECONDS=0; $(BIN)/jupyter-book build . $(BOOK_OPTS) || { echo "make test: FAILED at book build"; exit 1; }; echo "    book build took $${SECONDS}s"
+
+browser: setup
+	@echo "==> [5/5] browser tests: every page of _build/html in headless Chromium"
+	@bash scripts/ensure_chromium.sh; rc=$$?; \
+	  if [ $$rc -eq 2 ]; then exit 0; fi; \
+	  if [ $$rc -ne 0 ]; then echo "make test: FAILED at browser tests (no browser)"; exit 1; fi; \
+	  rm -rf _build/screenshots; SECONDS=0; \
+	  $(BIN)/pytest tests/test_offline.py tests/browser -q -p no:cacheprovider || \
+	    { echo "make test: FAILED at browser tests"; exit 1; }; \
+	  echo "    browser tests took $${SECONDS}s (screenshots in _build/screenshots/)"
 
 # ---- the rest -------------------------------------------------------------------------------
 lab: setup
@@ -85,7 +96,8 @@ lab: setup
 execute: setup
 	@test -n "$(NB)" || { echo "usage: make execute NB=notebooks/NN_topic.ipynb"; exit 1; }
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
-	  --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 "$(NB)"
+	  --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 \
+	  --ExecutePreprocessor.record_timing=False "$(NB)"
 
 bench: setup
 	$(PY) benchmarks/run.py

@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])/(root|home|tmp|work|Users|var|opt)/[\w.-]+")
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def load(path: Path) -> dict:
@@ -51,10 +52,27 @@ def test_kernelspec_is_python3(path):
     assert load(path)["metadata"]["kernelspec"]["name"] == "python3"
 
 
+def all_text(nb: dict) -> str:
+    """Every source and output string of a notebook, decoded, without terminal colour codes."""
+    parts = []
+    for cell in nb["cells"]:
+        parts.append("".join(cell["source"]))
+        for out in cell.get("outputs", []):
+            parts.append("".join(out.get("text", "")))
+            for mime, value in out.get("data", {}).items():
+                if not mime.startswith("image/"):  # base64 pictures are not text
+                    parts.append("".join(value) if isinstance(value, list) else str(value))
+            parts.extend(out.get("traceback", []))
+            parts.append(str(out.get("evalue", "")))
+    return ANSI.sub("", "\n".join(parts))
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_no_absolute_paths(path):
-    hits = ABSOLUTE_PATH.findall(path.read_text())
-    assert not hits, f"{path.name} contains absolute paths: {hits[:3]}"
+    hits = ABSOLUTE_PATH.findall(all_text(load(path)))
+    assert not hits, (
+        f"{path.name} contains absolute paths (in a source, an output or a traceback): {hits[:3]}"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

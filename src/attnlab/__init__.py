@@ -11,22 +11,54 @@ over the last axis (the keys), boolean masks say ``True`` where a query may atte
 
 from attnlab.attention import scaled_dot_product_attention, self_attention
 from attnlab.conv import local_context
+from attnlab.gam import gam_attention, gam_init_std, gam_logits, signed_power
+from attnlab.images import image_to_patches, patches_to_image
+from attnlab.luong import column_to_row, luong_attention, luong_scores, row_to_column
+from attnlab.multihead import merge_heads, multi_head_attention, split_heads
+from attnlab.positions import (
+    combine_geometric,
+    combine_linear,
+    convolution_as_attention,
+    convolution_attention_params,
+    gam_position_weights,
+    gam_relative_attention,
+    gam_relative_vectors,
+    relative_position_index,
+    shaw_attention,
+    sinusoidal_positions,
+    sinusoidal_shift_matrix,
+)
 from attnlab.softmax import softmax
-
-# --- chapters 05-06 (multihead, images): add imports here ---
-# --- chapter 07 (luong): add imports here ---
-# --- chapter 08 (gam): add imports here ---
-# --- chapter 09 (positions): add imports here ---
 
 __all__ = [
     "local_context",
     "scaled_dot_product_attention",
     "self_attention",
     "softmax",
-    # --- chapters 05-06 names ---
-    # --- chapter 07 names ---
-    # --- chapter 08 names ---
-    # --- chapter 09 names ---
+    "image_to_patches",
+    "merge_heads",
+    "multi_head_attention",
+    "patches_to_image",
+    "split_heads",
+    "column_to_row",
+    "luong_attention",
+    "luong_scores",
+    "row_to_column",
+    "gam_attention",
+    "gam_init_std",
+    "gam_logits",
+    "signed_power",
+    "combine_geometric",
+    "combine_linear",
+    "convolution_as_attention",
+    "convolution_attention_params",
+    "gam_position_weights",
+    "gam_relative_attention",
+    "gam_relative_vectors",
+    "relative_position_index",
+    "shaw_attention",
+    "sinusoidal_positions",
+    "sinusoidal_shift_matrix",
 ]
 
 __version__ = "0.1.0"

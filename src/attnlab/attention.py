@@ -7,6 +7,11 @@ Row convention: queries ``q`` of shape ``(..., s_q, d_k)``, keys ``k`` of shape
           \\frac{Q K^\\top}{\\sqrt{d_k}}\\right) V ,
 
 with the softmax over the last axis (the keys), so each row of weights sums to one.
+
+Masks are boolean and say ``True`` where a query *may* attend to a key, as in
+``torch.nn.functional.scaled_dot_product_attention``. A masked key gets the logit ``-inf``
+and therefore the weight exactly zero. A query whose keys are *all* masked has nothing to
+average over; it gets all-zero weights and a zero output instead of ``0/0 = NaN``.
 """
 
 from __future__ import annotations
@@ -15,6 +20,33 @@ import numpy as np
 
 from attnlab._validate import as_float_array, require_finite
 from attnlab.softmax import softmax
+
+
+def _check_qkv(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
+    """Raise ``ValueError`` unless ``q``, ``k``, ``v`` have compatible attention shapes."""
+    for name, arr in (("q", q), ("k", k), ("v", v)):
+        if arr.ndim < 2:
+            raise ValueError(f"{name} must have shape (..., s, d), got shape {arr.shape}")
+        require_finite(arr, name)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"queries and keys must share d_k: q has shape {q.shape}, k has shape {k.shape}"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"keys and values must have the same length s_k: k has shape {k.shape}, "
+            f"v has shape {v.shape}"
+        )
+    if q.shape[-2] == 0 or k.shape[-2] == 0:
+        raise ValueError(f"empty sequence: q has shape {q.shape}, k has shape {k.shape}")
+    if q.shape[-1] == 0:
+        raise ValueError(f"empty key size d_k = 0: q has shape {q.shape}, k has shape {k.shape}")
+    try:
+        np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"the leading (batch) axes of q {q.shape}, k {k.shape} and v {v.shape} do not broadcast"
+        ) from None
 
 
 def _check_mask(mask: np.typing.ArrayLike, logits_shape: tuple[int, ...]) -> np.ndarray:
@@ -26,17 +58,25 @@ def _check_mask(mask: np.typing.ArrayLike, logits_shape: tuple[int, ...]) -> np.
             "additive float masks are not accepted"
         )
     try:
-        np.broadcast_shapes(m.shape, logits_shape)
+        full = np.broadcast_shapes(m.shape, logits_shape)
     except ValueError:
+        full = None
+    if full != tuple(logits_shape):
         raise ValueError(
             f"mask of shape {m.shape} does not broadcast to the attention logits of shape "
-            f"{logits_shape} (..., s_q, s_k)"
-        ) from None
-    if np.broadcast_shapes(m.shape, logits_shape) != tuple(logits_shape):
-        raise ValueError(
-            f"mask of shape {m.shape} would enlarge the logits of shape {logits_shape}"
+            f"{tuple(logits_shape)} (..., s_q, s_k)"
         )
     return m
+
+
+def _check_scale(scale: float | None, d_k: int) -> float:
+    """The logit multiplier: ``1/sqrt(d_k)`` by default, else a positive finite ``scale``."""
+    if scale is None:
+        return 1.0 / float(np.sqrt(d_k))
+    value = float(scale)
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    return value
 
 
 def scaled_dot_product_attention(
@@ -67,7 +107,7 @@ def scaled_dot_product_attention(
     Returns
     -------
     out : numpy.ndarray
-        The attended values.
+        The attended values, in the promoted float dtype of ``q``, ``k``, ``v``.
     weights : numpy.ndarray
         The attention weights; each row sums to one (or is all zero if fully masked).
 
@@ -80,9 +120,10 @@ def scaled_dot_product_attention(
     Raises
     ------
     ValueError
-        On mismatched ``d_k``, keys and values of different lengths, an empty sequence, a
-        mask that is not boolean or does not broadcast, a non-positive or non-finite scale,
-        or non-finite inputs.
+        On mismatched ``d_k``, keys and values of different lengths, an empty sequence or
+        ``d_k = 0``, batch axes that do not broadcast, a mask that is not boolean or does
+        not broadcast, a non-positive or non-finite scale, non-finite inputs, or logits
+        that overflow the dtype (easy in float16, whose largest number is 65504).
 
     Examples
     --------
@@ -98,33 +139,24 @@ def scaled_dot_product_attention(
     q = as_float_array(q, "q")
     k = as_float_array(k, "k")
     v = as_float_array(v, "v")
-    for name, arr in (("q", q), ("k", k), ("v", v)):
-        if arr.ndim < 2:
-            raise ValueError(f"{name} must have shape (..., s, d), got shape {arr.shape}")
-        require_finite(arr, name)
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"queries and keys must share d_k: q has shape {q.shape}, k has shape {k.shape}"
-        )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"keys and values must have the same length s_k: k has shape {k.shape}, "
-            f"v has shape {v.shape}"
-        )
-    if q.shape[-2] == 0 or k.shape[-2] == 0:
-        raise ValueError(f"empty sequence: q has shape {q.shape}, k has shape {k.shape}")
-    d_k = q.shape[-1]
-    if scale is None:
-        scale = 1.0 / np.sqrt(d_k)
-    elif not (np.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be a positive finite number, got {scale}")
+    _check_qkv(q, k, v)
+    factor = _check_scale(scale, q.shape[-1])
     dtype = np.result_type(q, k, v)
-    logits = (q @ np.swapaxes(k, -1, -2)) * np.asarray(scale, dtype=dtype)
+    # Scaling the queries (s_q·d_k numbers) is cheaper than scaling the logits (s_q·s_k).
+    with np.errstate(over="ignore"):  # an overflow is reported just below, with the cause
+        logits = (q.astype(dtype, copy=False) * dtype.type(factor)) @ np.swapaxes(k, -1, -2)
+    logits = logits.astype(dtype, copy=False)
+    if not np.all(np.isfinite(logits)):
+        raise ValueError(
+            f"the logits overflowed in {dtype} (largest |q|·|k| is too big for this dtype); "
+            "compute in float32 or float64, or rescale q and k"
+        )
     if mask is not None:
         m = _check_mask(mask, logits.shape)
-        logits = np.where(m, logits, -np.inf)
-    weights = softmax(logits.astype(dtype, copy=False), axis=-1)
-    return weights @ v, weights
+        logits = np.where(m, logits, dtype.type(-np.inf))
+    weights = softmax(logits, axis=-1)
+    out = weights @ v.astype(dtype, copy=False)
+    return out, weights
 
 
 def self_attention(
@@ -147,9 +179,9 @@ def self_attention(
     w_q, w_k : array_like
         Query and key projections (right-multiplied, ``(d_in, d_out)`` layout).
     w_v : array_like
-        Value projection.
+        Value projection, also ``(d_in, d_out)``: ``(d, d_v)``, not ``(d_v, d)``.
     mask : array_like of bool, optional
-        ``True`` where a query may attend, broadcastable to ``(s, s)``.
+        ``True`` where a query may attend, broadcastable to ``(..., s, s)``.
     scale : float, optional
         Defaults to ``1 / sqrt(d_k)``.
 
@@ -185,18 +217,15 @@ def self_attention(
     if x.ndim < 2:
         raise ValueError(f"x must have shape (..., s, d), got shape {x.shape}")
     d = x.shape[-1]
-    mats = {"w_q": as_float_array(w_q, "w_q"), "w_k": as_float_array(w_k, "w_k"),
-            "w_v": as_float_array(w_v, "w_v")}
-    for name, w in mats.items():
+    w_q = as_float_array(w_q, "w_q")
+    w_k = as_float_array(w_k, "w_k")
+    w_v = as_float_array(w_v, "w_v")
+    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
         if w.ndim != 2 or w.shape[0] != d:
             raise ValueError(
                 f"{name} must have shape (d, ·) with d={d} (the width of x {x.shape}), "
                 f"got shape {w.shape}"
             )
-    if mats["w_q"].shape[1] != mats["w_k"].shape[1]:
-        raise ValueError(
-            f"w_q and w_k must share d_k: got shapes {mats['w_q'].shape} and {mats['w_k'].shape}"
-        )
-    return scaled_dot_product_attention(
-        x @ mats["w_q"], x @ mats["w_k"], x @ mats["w_v"], mask=mask, scale=scale
-    )
+    if w_q.shape[1] != w_k.shape[1]:
+        raise ValueError(f"w_q and w_k must share d_k: got shapes {w_q.shape} and {w_k.shape}")
+    return scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v, mask=mask, scale=scale)

@@ -5,19 +5,23 @@ Modules follow torch conventions: ``batch_first`` tensors of shape ``(batch, s, 
 ``(in, out)`` matrices are explicit.
 """
 
-from attnlab.nn.attention import scaled_dot_product_attention
-
-# --- chapters 02-04 (attention): add imports here ---
-# --- chapters 05-06 (multihead): add imports here ---
-# --- chapter 07 (luong): add imports here ---
-# --- chapter 08 (gam): add imports here ---
-# --- chapter 09 (positions): add imports here ---
+from attnlab.nn.attention import ScaledDotProductAttention, scaled_dot_product_attention
+from attnlab.nn.gam import GeneralizedAttention, gam_logits, signed_power
+from attnlab.nn.luong import LuongAttention, LuongSeq2Seq
+from attnlab.nn.multihead import AttentionHead, MultiHeadAttention, to_torch_attn_mask
+from attnlab.nn.positions import GAMRelativeAttention, ShawRelativeAttention
 
 __all__: list[str] = [
     "scaled_dot_product_attention",
-    # --- chapters 02-04 names ---
-    # --- chapters 05-06 names ---
-    # --- chapter 07 names ---
-    # --- chapter 08 names ---
-    # --- chapter 09 names ---
+    "ScaledDotProductAttention",
+    "AttentionHead",
+    "MultiHeadAttention",
+    "to_torch_attn_mask",
+    "LuongAttention",
+    "LuongSeq2Seq",
+    "GeneralizedAttention",
+    "gam_logits",
+    "signed_power",
+    "GAMRelativeAttention",
+    "ShawRelativeAttention",
 ]

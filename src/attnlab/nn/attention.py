@@ -1,8 +1,10 @@
 """Scaled dot-product attention in PyTorch (chapters 02–04).
 
-The torch counterpart of :func:`attnlab.scaled_dot_product_attention`, differentiable and
+The torch counterpart of :func:`attnlab.attention.scaled_dot_product_attention`, differentiable and
 batched, with the book's mask convention (``True`` = may attend) and zero weights and output
-for a query whose keys are all masked.
+for a query whose keys are all masked. Unlike
+``torch.nn.functional.scaled_dot_product_attention`` it also returns the weights, which the
+book plots; forward and backward agree with the built-in (see ``tests/test_nn_attention.py``).
 """
 
 from __future__ import annotations
@@ -10,7 +12,50 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+
+
+def _check_inputs(q: Tensor, k: Tensor, v: Tensor) -> None:
+    """Raise ``ValueError`` unless ``q``, ``k``, ``v`` have compatible attention shapes."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have shape (..., s, d), got shape {tuple(t.shape)}")
+        if not t.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise ValueError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"queries and keys must share d_k: q {tuple(q.shape)}, k {tuple(k.shape)}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"keys and values must have the same length s_k: k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if q.shape[-2] == 0 or k.shape[-2] == 0:
+        raise ValueError(f"empty sequence: q {tuple(q.shape)}, k {tuple(k.shape)}")
+    if q.shape[-1] == 0:
+        raise ValueError(f"empty key size d_k = 0: q {tuple(q.shape)}, k {tuple(k.shape)}")
+    try:
+        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"the leading (batch) axes of q {tuple(q.shape)}, k {tuple(k.shape)} and "
+            f"v {tuple(v.shape)} do not broadcast"
+        ) from None
+
+
+def _check_mask(mask: Tensor, logits_shape: torch.Size) -> None:
+    """Raise ``ValueError`` unless ``mask`` is boolean and broadcasts to ``logits_shape``."""
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
+    try:
+        full = torch.broadcast_shapes(mask.shape, logits_shape)
+    except RuntimeError:
+        full = None
+    if full != logits_shape:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to the logits of shape "
+            f"{tuple(logits_shape)} (..., s_q, s_k)"
+        )
 
 
 def scaled_dot_product_attention(
@@ -25,9 +70,12 @@ def scaled_dot_product_attention(
     Parameters
     ----------
     q, k, v : torch.Tensor
-        Queries, keys and values, one token per row; leading batch (and head) axes broadcast.
+        Queries, keys and values, one token per row, one floating dtype; leading batch
+        (and head) axes broadcast.
     mask : torch.Tensor of bool, optional
-        ``True`` where a query may attend; broadcastable to ``(..., s_q, s_k)``.
+        ``True`` where a query may attend; broadcastable to ``(..., s_q, s_k)``. A query
+        whose keys are all masked gets zero weights and a zero output (as the built-in
+        ``torch.nn.functional.scaled_dot_product_attention`` does in torch 2.13).
     scale : float, optional
         Multiplier of the logits; defaults to ``1 / sqrt(d_k)``.
 
@@ -46,8 +94,9 @@ def scaled_dot_product_attention(
     Raises
     ------
     ValueError
-        On mismatched ``d_k``, keys and values of different lengths, an empty sequence, or a
-        mask that is not boolean or does not broadcast to the logits.
+        On mismatched ``d_k``, keys and values of different lengths, an empty sequence,
+        batch axes that do not broadcast, inputs of different or non-float dtypes, a
+        non-positive scale, or a mask that is not boolean or does not broadcast.
 
     Examples
     --------
@@ -59,34 +108,63 @@ def scaled_dot_product_attention(
     tensor([[0.7500, 0.2500],
             [0.2500, 0.7500]])
     """
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"queries and keys must share d_k: q {tuple(q.shape)}, k {tuple(k.shape)}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"keys and values must have the same length s_k: k {tuple(k.shape)}, "
-            f"v {tuple(v.shape)}"
-        )
-    if q.shape[-2] == 0 or k.shape[-2] == 0:
-        raise ValueError(f"empty sequence: q {tuple(q.shape)}, k {tuple(k.shape)}")
+    _check_inputs(q, k, v)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    logits = (q @ k.transpose(-2, -1)) * scale
+    elif not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    # Scaling the queries (s_q·d_k numbers) is cheaper than scaling the logits (s_q·s_k).
+    logits = (q * scale) @ k.transpose(-2, -1)
     if mask is None:
         weights = torch.softmax(logits, dim=-1)
         return weights @ v, weights
-    if mask.dtype != torch.bool:
-        raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
-    try:
-        full = torch.broadcast_shapes(mask.shape, logits.shape)
-    except RuntimeError:
-        full = None
-    if full != logits.shape:
-        raise ValueError(
-            f"mask of shape {tuple(mask.shape)} does not broadcast to the logits of shape "
-            f"{tuple(logits.shape)} (..., s_q, s_k)"
-        )
+    _check_mask(mask, logits.shape)
     # The most negative finite number instead of -inf keeps a fully-masked row finite
-    # (softmax would give 0/0 = NaN); multiplying by the mask then zeroes that row exactly.
+    # (softmax of all -inf would be 0/0 = NaN, in the forward and the backward pass);
+    # multiplying by the mask then zeroes that row exactly and cuts its gradient.
     logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
     weights = torch.softmax(logits, dim=-1) * mask
     return weights @ v, weights
+
+
+class ScaledDotProductAttention(nn.Module):
+    """Scaled dot-product attention as a module (no parameters), returning output and weights.
+
+    A thin wrapper around :func:`scaled_dot_product_attention` for use inside
+    ``nn.Sequential``-style models and hooks; the ``scale`` is fixed at construction.
+
+    Parameters
+    ----------
+    scale : float, optional
+        Multiplier of the logits; defaults to ``1 / sqrt(d_k)`` of each call's queries.
+
+    Shapes
+    ------
+    ``q (..., s_q, d_k)``, ``k (..., s_k, d_k)``, ``v (..., s_k, d_v)`` →
+    ``out (..., s_q, d_v)``, ``weights (..., s_q, s_k)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnlab.nn import ScaledDotProductAttention
+    >>> attend = ScaledDotProductAttention()
+    >>> x = torch.zeros(2, 5, 4)                          # batch 2, five tokens, d = 4
+    >>> out, w = attend(x, x, x)
+    >>> tuple(out.shape), tuple(w.shape), round(float(w[0, 0, 0]), 4)   # uniform
+    ((2, 5, 4), (2, 5, 5), 0.2)
+    """
+
+    def __init__(self, scale: float | None = None) -> None:
+        super().__init__()
+        if scale is not None and not (math.isfinite(scale) and scale > 0):
+            raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+        self.scale = scale
+
+    def forward(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Attend from ``q`` to ``k``, average ``v`` (see :func:`scaled_dot_product_attention`)."""
+        return scaled_dot_product_attention(q, k, v, mask=mask, scale=self.scale)
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale}"

@@ -1,0 +1,327 @@
+"""The Generalized Attention Mechanism (Pandya 2022) as a batched, trainable torch module.
+
+The torch counterpart of ``attnlab.gam`` (chapter 08). Each of the ``h`` heads owns
+``N_B`` full ``(d, d)`` matrices ``B`` (its "brains"), mixing weights ``W^P`` on the
+probability simplex, and a ``d_v = d / h`` slice of a value projection; the heads' outputs are
+concatenated and projected by ``W_O``, as in multi-head attention.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.gam import gam_init_std
+
+
+def signed_power(x: Tensor, n1: float) -> Tensor:
+    """``x**n1`` for integer ``n1``, else ``sign(x) * |x|**n1``; torch twin of the numpy one.
+
+    The rule and its reasons are in :func:`attnlab.gam.signed_power`.
+
+    The gradient at ``x = 0`` is set to zero for non-integer powers (for ``0 < n1 < 1`` the
+    true derivative is infinite there, and autograd would return NaN).
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        Real numbers.
+    n1 : float
+        Positive exponent.
+
+    Returns
+    -------
+    torch.Tensor
+        Same shape as ``x``.
+
+    Shapes
+    ------
+    ``x (...)`` → ``(...)``.
+
+    Raises
+    ------
+    ValueError
+        If ``n1`` is not a positive finite number.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnlab.nn.gam import signed_power
+    >>> signed_power(torch.tensor([-4.0, 0.0, 9.0]), 0.5)
+    tensor([-2.,  0.,  3.])
+    """
+    if not (math.isfinite(n1) and n1 > 0):
+        raise ValueError(f"the power n1 must be a positive finite number, got {n1}")
+    if float(n1).is_integer():
+        return x ** int(n1)
+    size = x.abs()
+    nonzero = size > 0
+    # Raise a safe base (1 where x = 0) so that no inf/NaN enters the backward pass.
+    safe = torch.where(nonzero, size, torch.ones_like(size))
+    return torch.where(nonzero, torch.sign(x) * safe**n1, torch.zeros_like(x))
+
+
+def gam_logits(
+    y: Tensor,
+    b: Tensor,
+    *,
+    f: str = "power",
+    n1: float = 1.0,
+    coeffs: Tensor | None = None,
+) -> Tensor:
+    """Batched GAM logits ``ε = Σ_l A_l Y^{∘l} B (Y^{∘l})ᵀ`` (eq. 16–18 of Pandya 2022).
+
+    Parameters
+    ----------
+    y : torch.Tensor
+        A batch of sequences, one element per row.
+    b : torch.Tensor
+        The brains' matrices; any leading axes (for example ``(h, N_B)``) are kept.
+    f : str
+        ``"power"`` (power law ``(y_r y_t)^{n1}``) or ``"poly"`` (``Σ_l A_l (y_r y_t)^l``).
+    n1 : float
+        Exponent of the power law.
+    coeffs : torch.Tensor, optional
+        ``(A_1, ..., A_L)`` for ``f="poly"``: shape ``(L,)``, or ``(L, *c)`` with ``c``
+        broadcastable to ``b``'s leading axes (per-head coefficients).
+
+    Returns
+    -------
+    torch.Tensor
+        The logits; rows are the elements that attend.
+
+    Shapes
+    ------
+    ``y (batch, n, M)``, ``b (N_B, M, M)`` → ``(batch, N_B, n, n)``; in general
+    ``b (*lead, M, M)`` → ``(batch, *lead, n, n)``.
+
+    Raises
+    ------
+    ValueError
+        On mismatched ``M``, a ``y`` that is not 3-D, an unknown ``f`` or bad ``coeffs``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnlab.nn import gam_logits
+    >>> y = torch.tensor([[[1.0, -1.0], [2.0, 0.0]]])          # batch 1, n = 2, M = 2
+    >>> gam_logits(y, torch.eye(2).unsqueeze(0), n1=2)[0, 0]
+    tensor([[ 2.,  4.],
+            [ 4., 16.]])
+    """
+    if y.dim() != 3:
+        raise ValueError(f"y must have shape (batch, n, M), got shape {tuple(y.shape)}")
+    m = y.shape[-1]
+    if b.dim() < 2 or b.shape[-2:] != (m, m):
+        raise ValueError(
+            f"b must have shape (..., M, M) with M={m} (the width of y {tuple(y.shape)}), "
+            f"got shape {tuple(b.shape)}"
+        )
+    if f == "power":
+        if coeffs is not None:
+            raise ValueError('coeffs is only used with f="poly"; for f="power" give n1')
+        terms: list[tuple[Tensor | None, float]] = [(None, float(n1))]
+    elif f == "poly":
+        if coeffs is None or coeffs.dim() < 1 or coeffs.shape[0] == 0:
+            raise ValueError('f="poly" needs coeffs of shape (L,) or (L, ...), L >= 1')
+        terms = [(coeffs[i], float(i + 1)) for i in range(coeffs.shape[0])]
+    else:
+        raise ValueError(f'f must be "power" or "poly", got {f!r}')
+    lead = b.shape[:-2]
+    batch, n = y.shape[0], y.shape[1]
+    eps = None
+    for a_l, p in terms:
+        g = signed_power(y, p).reshape(batch, *([1] * len(lead)), n, m)  # (batch, 1.., n, M)
+        term = (g @ b) @ g.transpose(-1, -2)  # (batch, *lead, n, n)
+        if a_l is not None:
+            term = a_l[..., None, None] * term
+        eps = term if eps is None else eps + term
+    return eps
+
+
+class GeneralizedAttention(nn.Module):
+    """Multi-head GAM: per head ``N_B`` brains ``B (d, d)``, mixed softmaxes, value slices.
+
+    For head ``a`` and brain ``i``: ``ε_{a,i} = Σ_l A_{a,l} Y^{∘l} B_{a,i} (Y^{∘l})ᵀ``,
+    ``Ψ_{a,i} = softmax(ε_{a,i})``, ``Φ_a = Σ_i W^P_{a,i} Ψ_{a,i}``, ``z_a = Φ_a (Y W^V_a)``;
+    the output is ``concat_a(z_a) W_O``.
+
+    Parameters
+    ----------
+    d : int
+        Width of the elements (``M`` in the paper) and of the output.
+    h : int
+        Number of heads; must divide ``d`` (each head's values have ``d_v = d / h``).
+    n_brains : int
+        ``N_B``, brains per head.
+    f : str
+        Feature function, ``"power"`` or ``"poly"``.
+    n1 : float
+        Exponent of the power law (a fixed hyperparameter).
+    degree : int, optional
+        ``L`` for ``f="poly"``; the coefficients ``A_l`` (one set per head, shared by its
+        brains) are learned, initialised at ``1 / l!``.
+    mix : str
+        ``"learned"``: ``W^P = softmax(w)`` of free parameters ``w`` (zero at start, so
+        uniform), which keeps ``W^P`` non-negative and summing to one; ``"uniform"``: fixed
+        ``1 / N_B``.
+    bias : bool
+        Biases on the value and output projections.
+
+    Shapes
+    ------
+    ``y (batch, n, d)``, ``mask`` broadcastable to ``(batch, n, n)`` → ``out (batch, n, d)``,
+    ``weights (batch, h, n, n)``.
+
+    Raises
+    ------
+    ValueError
+        If ``h`` does not divide ``d``, ``n_brains < 1``, ``f``/``n1``/``degree`` do not fit
+        together, or ``mix`` is not ``"learned"``/``"uniform"``; in ``forward``, on a ``y`` that
+        is not ``(batch, n, d)`` or a mask that is not boolean or does not broadcast.
+
+    Notes
+    -----
+    The paper writes ``W^P_i`` and ``A_l`` without a head index; here each head has its own
+    (``h (N_B + L)`` numbers), so heads may mix their brains differently. ``B`` is initialised
+    with independent normal entries of standard deviation :func:`attnlab.gam.gam_init_std`, which
+    gives logits of unit variance for inputs with independent standard-normal entries.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnlab.nn import GeneralizedAttention
+    >>> _ = torch.manual_seed(0)
+    >>> gam = GeneralizedAttention(d=8, h=2, n_brains=3, n1=2)
+    >>> out, w = gam(torch.randn(4, 5, 8))
+    >>> tuple(out.shape), tuple(w.shape), round(float(w.detach().sum(-1).mean()), 4)
+    ((4, 5, 8), (4, 2, 5, 5), 1.0)
+    """
+
+    def __init__(
+        self,
+        d: int,
+        h: int,
+        n_brains: int = 1,
+        f: str = "power",
+        n1: float = 1.0,
+        degree: int | None = None,
+        mix: str = "learned",
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        if d < 1 or h < 1 or d % h:
+            raise ValueError(f"h must divide d (d={d}, h={h}); both must be positive")
+        if n_brains < 1:
+            raise ValueError(f"n_brains must be at least 1, got {n_brains}")
+        if mix not in ("learned", "uniform"):
+            raise ValueError(f'mix must be "learned" or "uniform", got {mix!r}')
+        if f == "power":
+            if degree is not None:
+                raise ValueError('degree is only used with f="poly"')
+            if not (math.isfinite(n1) and n1 > 0):
+                raise ValueError(f"the power n1 must be a positive finite number, got {n1}")
+            init_coeffs = None
+            self.coeffs = None
+        elif f == "poly":
+            if degree is None or degree < 1:
+                raise ValueError(f'f="poly" needs an integer degree >= 1, got {degree}')
+            init_coeffs = [1.0 / math.factorial(k) for k in range(1, degree + 1)]
+            start = torch.tensor(init_coeffs).reshape(degree, 1, 1).repeat(1, h, 1)
+            self.coeffs = nn.Parameter(start)  # (L, h, 1): broadcasts over (h, N_B)
+        else:
+            raise ValueError(f'f must be "power" or "poly", got {f!r}')
+        self.d, self.h, self.n_brains, self.f, self.n1 = d, h, n_brains, f, float(n1)
+        std = gam_init_std(d, f=f, n1=n1, coeffs=init_coeffs)
+        self.b = nn.Parameter(torch.randn(h, n_brains, d, d) * std)
+        if mix == "learned":
+            self.mix_logits = nn.Parameter(torch.zeros(h, n_brains))
+        else:
+            self.register_buffer("mix_logits", torch.zeros(h, n_brains))
+        self.value = nn.Linear(d, d, bias=bias)
+        self.out_proj = nn.Linear(d, d, bias=bias)
+
+    @property
+    def mix_weights(self) -> Tensor:
+        """``W^P`` of every head, shape ``(h, N_B)``: non-negative, rows sum to one."""
+        return torch.softmax(self.mix_logits, dim=-1)
+
+    def logits(self, y: Tensor) -> Tensor:
+        """The logits ``ε`` of every head and brain, shape ``(batch, h, N_B, n, n)``."""
+        return gam_logits(y, self.b, f=self.f, n1=self.n1, coeffs=self.coeffs)
+
+    def forward(self, y: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Attend; return the output ``(batch, n, d)`` and mixed weights ``(batch, h, n, n)``.
+
+        ``mask`` (bool, ``True`` = may attend) broadcasts to ``(batch, n, n)``; a row whose
+        keys are all masked gets zero weights, so its head outputs are zero (before
+        ``W_O``'s bias).
+        """
+        if y.dim() != 3 or y.shape[-1] != self.d:
+            raise ValueError(f"y must have shape (batch, n, {self.d}), got {tuple(y.shape)}")
+        batch, n, _ = y.shape
+        eps = self.logits(y)  # (batch, h, N_B, n, n)
+        if mask is not None:
+            if mask.dtype != torch.bool:
+                raise ValueError(f"mask must be boolean (True = may attend), got {mask.dtype}")
+            if mask.dim() not in (2, 3):
+                raise ValueError(
+                    f"mask must have shape (n, n) or (batch, n, n), got {tuple(mask.shape)}"
+                )
+            try:
+                full = torch.broadcast_shapes(mask.shape, (batch, n, n))
+            except RuntimeError:
+                full = None
+            if full != (batch, n, n):
+                raise ValueError(
+                    f"mask of shape {tuple(mask.shape)} does not broadcast to (batch, n, n) = "
+                    f"{(batch, n, n)}"
+                )
+            m = mask.unsqueeze(-3).unsqueeze(-3)  # (batch or 1, 1, 1, n, n): lines up with eps
+            eps = eps.masked_fill(~m, torch.finfo(eps.dtype).min)
+            psi = torch.softmax(eps, dim=-1) * m
+        else:
+            psi = torch.softmax(eps, dim=-1)
+        phi = torch.einsum("bhinm,hi->bhnm", psi, self.mix_weights.to(psi.dtype))
+        v = self.value(y).reshape(batch, n, self.h, self.d // self.h).transpose(1, 2)
+        z = (phi @ v).transpose(1, 2).reshape(batch, n, self.d)
+        return self.out_proj(z), phi
+
+    @torch.no_grad()
+    def load_multihead_attention(self, mha: nn.MultiheadAttention) -> None:
+        """Copy an ``nn.MultiheadAttention`` into this module: ``B_a = W_Q^a (W_K^a)ᵀ / √d_k``.
+
+        Needs one brain, ``f="power"``, ``n1=1``, the same ``d`` and ``h``, and zero query and
+        key biases (a bias adds terms linear in ``y`` that ``y B yᵀ`` cannot express). The
+        value and output projections are copied (``nn.Linear`` stores ``(out, in)``, as does
+        ``in_proj_weight``). Afterwards both modules compute the same function.
+        """
+        if (self.n_brains, self.f, self.n1) != (1, "power", 1.0):
+            raise ValueError("only a one-brain GAM with f = identity (power n1 = 1) is MHA")
+        if (mha.embed_dim, mha.num_heads) != (self.d, self.h) or not mha.batch_first:
+            raise ValueError(
+                f"need batch_first MHA with d={self.d}, h={self.h}; got "
+                f"d={mha.embed_dim}, h={mha.num_heads}, batch_first={mha.batch_first}"
+            )
+        d, d_k = self.d, self.d // self.h
+        if mha.in_proj_weight is None:
+            raise ValueError("MHA with separate q/k/v sizes (kdim, vdim) is not supported")
+        w = mha.in_proj_weight  # (3d, d) in (out, in) layout
+        w_q, w_k, w_v = w[:d].T, w[d : 2 * d].T, w[2 * d :]  # w_q, w_k now (in, out)
+        if mha.in_proj_bias is not None and bool(mha.in_proj_bias[: 2 * d].abs().max() > 0):
+            raise ValueError("query/key biases are not zero: y B yᵀ cannot express them")
+        for a in range(self.h):
+            cols = slice(a * d_k, (a + 1) * d_k)
+            self.b[a, 0] = w_q[:, cols] @ w_k[:, cols].T / math.sqrt(d_k)
+        self.value.weight.copy_(w_v)
+        self.out_proj.weight.copy_(mha.out_proj.weight)
+        for mine, theirs in (
+            (self.value.bias, None if mha.in_proj_bias is None else mha.in_proj_bias[2 * d :]),
+            (self.out_proj.bias, mha.out_proj.bias),
+        ):
+            if (mine is None) != (theirs is None):
+                raise ValueError("bias settings of the two modules differ")
+            if mine is not None:
+                mine.copy_(theirs)

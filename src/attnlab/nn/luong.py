@@ -1,0 +1,408 @@
+"""Luong attention in PyTorch and the small GRU encoder–decoder of chapter 07.
+
+:class:`LuongAttention` scores every (query, key) pair with one of Luong et al.'s scores
+(``"dot"``, ``"scaled"``, ``"general"``, ``"concat"``), normalises over the keys and averages
+the values. It is batched and uses the row convention of torch (``batch_first``): queries
+``(B, n, d_q)``, keys ``(B, m, d_k)``, weights ``(B, n, m)``. :meth:`LuongAttention.column_weights`
+returns its parameters in the form that :func:`attnlab.luong.luong_attention` (column
+convention) takes.
+
+:class:`LuongSeq2Seq` is the encoder–decoder of Luong et al.'s *global* attention model
+without input feeding: a GRU encoder, a GRU decoder, attention of each decoder state over all
+encoder states, and the attentional state ``tanh(W_c [c_t; h_t])`` that predicts the next
+token.
+
+Run ``python -m attnlab.nn.luong`` for a longer training run of every score on the date task
+(with a progress bar).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.data import BOS_ID, PAD_ID, SequenceTask, date_task
+
+#: The score names :class:`LuongAttention` accepts.
+SCORES = ("dot", "scaled", "general", "concat")
+
+
+class LuongAttention(nn.Module):
+    """Attention with one of Luong et al.'s score functions (row convention, batch first).
+
+    For a query ``q (d_q,)`` and a key ``k (d_k,)`` the score is
+
+    - ``"dot"``: ``q · k`` (``d_q = d_k``);
+    - ``"scaled"``: ``q · k / sqrt(d_k)`` (``d_q = d_k``);
+    - ``"general"``: ``qᵀ W_a k`` with ``W_a (d_q, d_k)``, Luong's ``h_tᵀ W_a h̄_s`` (stored
+      as ``self.w``, an ``nn.Linear(d_k, d_q)``, whose weight *is* ``W_a``);
+    - ``"concat"``: ``v_aᵀ tanh(W_a [q; k])`` with ``W_a (d_a, d_q + d_k)`` (``self.w``,
+      an ``nn.Linear(d_q + d_k, d_a)``) and ``v_a (d_a,)``. The two column blocks of ``W_a``
+      are Bahdanau's ``W`` (for the query) and ``U`` (for the key).
+
+    Parameters
+    ----------
+    score : str
+        The score function: ``"dot"``, ``"scaled"``, ``"general"`` or ``"concat"``.
+    query_size : int, optional
+        ``d_q``; required for ``"general"`` and ``"concat"``.
+    key_size : int, optional
+        ``d_k``; required for ``"general"`` and ``"concat"``.
+    attn_size : int, optional
+        ``d_a`` of ``"concat"`` (default: ``key_size``).
+
+    Shapes
+    ------
+    ``query (B, n, d_q)``, ``keys (B, m, d_k)``, ``values (B, m, d_v)``, ``key_mask (B, m)``
+    → ``out (B, n, d_v)``, ``weights (B, n, m)``.
+
+    Raises
+    ------
+    ValueError
+        On an unknown score, missing sizes, or (in ``forward``) inputs whose sizes disagree.
+
+    Examples
+    --------
+    >>> import math, torch
+    >>> from attnlab.nn import LuongAttention
+    >>> attn = LuongAttention("dot")
+    >>> q = torch.tensor([[[math.log(3.0), 0.0]]])      # B = 1, n = 1, d = 2
+    >>> k = torch.eye(2).unsqueeze(0)                    # m = 2 keys
+    >>> out, w = attn(q, k, torch.tensor([[[10.0], [20.0]]]))
+    >>> w
+    tensor([[[0.7500, 0.2500]]])
+    >>> out
+    tensor([[[12.5000]]])
+    """
+
+    def __init__(
+        self,
+        score: str = "dot",
+        query_size: int | None = None,
+        key_size: int | None = None,
+        attn_size: int | None = None,
+    ) -> None:
+        super().__init__()
+        if score not in SCORES:
+            raise ValueError(f"unknown score {score!r}; choose one of {', '.join(SCORES)}")
+        self.score = score
+        self.query_size = query_size
+        self.key_size = key_size
+        if score in ("general", "concat") and (query_size is None or key_size is None):
+            raise ValueError(
+                f"score {score!r} needs query_size and key_size, got query_size={query_size}, "
+                f"key_size={key_size}"
+            )
+        if score == "general":
+            self.w = nn.Linear(key_size, query_size, bias=False)  # weight (d_q, d_k) = W_a
+        elif score == "concat":
+            attn_size = key_size if attn_size is None else attn_size
+            self.w = nn.Linear(query_size + key_size, attn_size, bias=False)  # (d_a, d_q + d_k)
+            bound = 1.0 / math.sqrt(attn_size)
+            self.v_a = nn.Parameter(torch.empty(attn_size).uniform_(-bound, bound))
+
+    def extra_repr(self) -> str:
+        return f"score={self.score!r}"
+
+    def _check(self, query: Tensor, keys: Tensor) -> None:
+        if query.dim() != 3 or keys.dim() != 3 or query.shape[0] != keys.shape[0]:
+            raise ValueError(
+                f"query must be (B, n, d_q) and keys (B, m, d_k) with the same B, got "
+                f"query {tuple(query.shape)}, keys {tuple(keys.shape)}"
+            )
+        d_q, d_k = query.shape[-1], keys.shape[-1]
+        if self.score in ("dot", "scaled") and d_q != d_k:
+            raise ValueError(
+                f"score {self.score!r} needs d_q = d_k, got query {tuple(query.shape)}, "
+                f"keys {tuple(keys.shape)}; use score='general'"
+            )
+        if self.score in ("general", "concat") and (d_q, d_k) != (self.query_size, self.key_size):
+            raise ValueError(
+                f"this LuongAttention({self.score!r}) expects d_q={self.query_size}, "
+                f"d_k={self.key_size}, got query {tuple(query.shape)}, keys {tuple(keys.shape)}"
+            )
+
+    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
+        """The score of every key for every query, before the softmax: ``(B, n, m)``."""
+        self._check(query, keys)
+        if self.score == "dot":
+            return query @ keys.transpose(-2, -1)
+        if self.score == "scaled":
+            return query @ keys.transpose(-2, -1) / math.sqrt(keys.shape[-1])
+        if self.score == "general":
+            return query @ self.w(keys).transpose(-2, -1)  # q · (W_a k)
+        # concat: W_a [q; k] = W_q q + W_k k with the column blocks of W_a (Bahdanau's form),
+        # computed once per query and once per key, then broadcast over all pairs.
+        d_q = query.shape[-1]
+        w_q, w_k = self.w.weight[:, :d_q], self.w.weight[:, d_q:]
+        from_q = query @ w_q.T  # (B, n, d_a)
+        from_k = keys @ w_k.T  # (B, m, d_a)
+        hidden = torch.tanh(from_q.unsqueeze(2) + from_k.unsqueeze(1))  # (B, n, m, d_a)
+        return hidden @ self.v_a
+
+    def forward(
+        self,
+        query: Tensor,
+        keys: Tensor,
+        values: Tensor | None = None,
+        key_mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Attend from each query over the keys; return the output and the weights.
+
+        Parameters
+        ----------
+        query : torch.Tensor
+            ``(B, n, d_q)``.
+        keys : torch.Tensor
+            ``(B, m, d_k)``.
+        values : torch.Tensor, optional
+            ``(B, m, d_v)``; default: the keys (as in Luong et al., where both are the
+            encoder states).
+        key_mask : torch.Tensor of bool, optional
+            ``(B, m)``, ``True`` for real keys, ``False`` for padding. A query whose keys are
+            all masked gets zero weights and a zero output.
+
+        Returns
+        -------
+        out : torch.Tensor
+            ``(B, n, d_v)``.
+        weights : torch.Tensor
+            ``(B, n, m)``; each row sums to one over the unmasked keys.
+        """
+        values = keys if values is None else values
+        if values.shape[:2] != keys.shape[:2]:
+            raise ValueError(
+                f"values must be (B, m, d_v) like keys {tuple(keys.shape)}, "
+                f"got {tuple(values.shape)}"
+            )
+        logits = self.scores(query, keys)
+        if key_mask is None:
+            weights = torch.softmax(logits, dim=-1)
+        else:
+            if key_mask.dtype != torch.bool or key_mask.shape != keys.shape[:2]:
+                raise ValueError(
+                    f"key_mask must be a bool tensor of shape (B, m) = {tuple(keys.shape[:2])}, "
+                    f"got {key_mask.dtype} {tuple(key_mask.shape)}"
+                )
+            mask = key_mask.unsqueeze(1)  # (B, 1, m): the same keys for every query
+            logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
+            weights = torch.softmax(logits, dim=-1) * mask
+        return weights @ values, weights
+
+    def column_weights(self) -> dict[str, object]:
+        """The parameters as numpy arrays for :func:`attnlab.luong.luong_attention` (columns).
+
+        ``"general"``: ``{"w": W}`` with ``W = W_aᵀ`` of shape ``(d_k, d_q)``, because the
+        column convention writes ``k_iᵀ W q_j`` where Luong writes ``h_tᵀ W_a h̄_s``.
+        ``"concat"``: ``{"w": W_a (d_a, d_q + d_k), "v_a": v_a (d_a,)}``. Otherwise ``{}``.
+        """
+        if self.score == "general":
+            return {"w": self.w.weight.detach().numpy().T.copy()}
+        if self.score == "concat":
+            return {
+                "w": self.w.weight.detach().numpy().copy(),
+                "v_a": self.v_a.detach().numpy().copy(),
+            }
+        return {}
+
+
+class LuongSeq2Seq(nn.Module):
+    """GRU encoder–decoder with Luong global attention (no input feeding).
+
+    For a source ``x_1..x_m`` the encoder GRU gives states ``h̄_1..h̄_m``; the decoder GRU,
+    started from the encoder's last state, reads ``<bos> y_1 .. y_{n-1}`` and gives ``h_t``.
+    Each ``h_t`` attends over the ``h̄_s`` (keys = values = encoder states) to get the context
+    ``c_t``; the attentional state ``h̃_t = tanh(W_c [c_t; h_t])`` is mapped to logits over
+    the target vocabulary.
+
+    Parameters
+    ----------
+    src_vocab_size, tgt_vocab_size : int
+        Vocabulary sizes (id 0 is padding on both sides).
+    score : str
+        The attention score: ``"dot"``, ``"scaled"``, ``"general"`` or ``"concat"``.
+    hidden : int
+        GRU state size (``d_q = d_k = d_v = hidden``).
+    embed : int
+        Token embedding size.
+
+    Shapes
+    ------
+    ``src (B, m)``, ``src_lengths (B,)``, ``tgt_in (B, n)`` → ``logits (B, n, V_tgt)``,
+    ``weights (B, n, m)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnlab.nn import LuongSeq2Seq
+    >>> model = LuongSeq2Seq(10, 7, score="general", hidden=8, embed=4)
+    >>> src = torch.tensor([[3, 4, 5], [6, 7, 0]])
+    >>> logits, weights = model(src, torch.tensor([3, 2]), torch.ones(2, 4, dtype=torch.long))
+    >>> tuple(logits.shape), tuple(weights.shape)
+    ((2, 4, 7), (2, 4, 3))
+    >>> weights[1, :, 2].abs().max().item()                 # the padded key gets no weight
+    0.0
+    """
+
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        score: str = "dot",
+        hidden: int = 64,
+        embed: int = 32,
+    ) -> None:
+        super().__init__()
+        self.src_embed = nn.Embedding(src_vocab_size, embed, padding_idx=PAD_ID)
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, embed, padding_idx=PAD_ID)
+        self.encoder = nn.GRU(embed, hidden, batch_first=True)
+        self.decoder = nn.GRU(embed, hidden, batch_first=True)
+        self.attention = LuongAttention(score, hidden, hidden, hidden)
+        self.combine = nn.Linear(2 * hidden, hidden)  # W_c in tanh(W_c [c_t; h_t])
+        self.out = nn.Linear(hidden, tgt_vocab_size)
+
+    def encode(self, src: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Encoder states ``(B, m, H)``, the decoder's start state ``(1, B, H)``, the key mask."""
+        if src.dim() != 2 or src_lengths.shape != src.shape[:1]:
+            raise ValueError(
+                f"src must be (B, m) and src_lengths (B,), got {tuple(src.shape)} and "
+                f"{tuple(src_lengths.shape)}"
+            )
+        states, _ = self.encoder(self.src_embed(src))
+        # The GRU is causal, so the state at position length-1 has read exactly the real
+        # tokens; the states over padding are masked out of the attention.
+        last = states[torch.arange(src.shape[0]), src_lengths - 1]  # (B, H)
+        key_mask = torch.arange(src.shape[1]).unsqueeze(0) < src_lengths.unsqueeze(1)
+        return states, last.unsqueeze(0).contiguous(), key_mask
+
+    def _predict(self, dec_states: Tensor, enc_states: Tensor, key_mask: Tensor):
+        context, weights = self.attention(dec_states, enc_states, enc_states, key_mask)
+        attentional = torch.tanh(self.combine(torch.cat([context, dec_states], dim=-1)))
+        return self.out(attentional), weights
+
+    def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
+        """Teacher forcing: logits for every target position given the previous true tokens."""
+        enc_states, start, key_mask = self.encode(src, src_lengths)
+        dec_states, _ = self.decoder(self.tgt_embed(tgt_in), start)
+        return self._predict(dec_states, enc_states, key_mask)
+
+    @torch.no_grad()
+    def greedy(self, src: Tensor, src_lengths: Tensor, steps: int) -> tuple[Tensor, Tensor]:
+        """Decode ``steps`` tokens, each time feeding back the most likely one.
+
+        Returns the tokens ``(B, steps)`` and the attention weights ``(B, steps, m)``.
+        """
+        enc_states, state, key_mask = self.encode(src, src_lengths)
+        token = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long)
+        tokens, weights = [], []
+        for _ in range(steps):
+            dec_state, state = self.decoder(self.tgt_embed(token), state)
+            logits, w = self._predict(dec_state, enc_states, key_mask)
+            token = logits.argmax(dim=-1)
+            tokens.append(token)
+            weights.append(w)
+        return torch.cat(tokens, dim=1), torch.cat(weights, dim=1)
+
+
+def task_tensors(task: SequenceTask) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The task as long tensors ``(src, src_lengths, tgt_in, tgt_out)`` for teacher forcing.
+
+    ``tgt_out`` is the target; ``tgt_in`` is the same shifted right by one with ``<bos>`` in
+    front, so that the decoder predicts ``tgt_out[:, t]`` after reading ``tgt_in[:, : t + 1]``.
+
+    Shapes
+    ------
+    ``src (N, m)``, ``src_lengths (N,)``, ``tgt_in (N, n)``, ``tgt_out (N, n)``.
+
+    Examples
+    --------
+    >>> from attnlab.data import date_task
+    >>> from attnlab.nn.luong import task_tensors
+    >>> src, src_lengths, tgt_in, tgt_out = task_tensors(date_task(2, seed=0))
+    >>> bool((tgt_in[:, 1:] == tgt_out[:, :-1]).all()), tgt_in[:, 0].tolist()
+    (True, [1, 1])
+    """
+    tgt_out = torch.as_tensor(task.tgt, dtype=torch.long)
+    tgt_in = torch.cat([torch.full_like(tgt_out[:, :1], BOS_ID), tgt_out[:, :-1]], dim=1)
+    return (
+        torch.as_tensor(task.src, dtype=torch.long),
+        torch.as_tensor(task.src_lengths, dtype=torch.long),
+        tgt_in,
+        tgt_out,
+    )
+
+
+def seq2seq_loss(model: LuongSeq2Seq, batch: tuple[Tensor, ...]) -> Tensor:
+    """Mean cross-entropy of the next target token under teacher forcing, padding ignored.
+
+    Shapes
+    ------
+    ``batch = (src (B, m), src_lengths (B,), tgt_in (B, n), tgt_out (B, n))`` → scalar.
+    """
+    src, src_lengths, tgt_in, tgt_out = batch
+    logits, _ = model(src, src_lengths, tgt_in)
+    return nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1), ignore_index=PAD_ID
+    )
+
+
+def exact_match(model: LuongSeq2Seq, task: SequenceTask) -> float:
+    """Fraction of examples whose greedy decoding equals the whole target (a float in [0, 1]).
+
+    Decodes as many steps as the target is long; positions that are padding in the target
+    are not compared.
+    """
+    src, src_lengths, _, tgt_out = task_tensors(task)
+    tokens, _ = model.greedy(src, src_lengths, steps=tgt_out.shape[1])
+    correct = ((tokens == tgt_out) | (tgt_out == PAD_ID)).all(dim=1)
+    return correct.float().mean().item()
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of trainable parameters (scalars) of ``module``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnlab.nn.luong import count_parameters
+    >>> count_parameters(torch.nn.Linear(3, 2))      # 3 * 2 weights + 2 biases
+    8
+    """
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def _main() -> None:  # pragma: no cover - a long run, exercised by hand
+    from attnlab.train import tensor_batches, train
+
+    parser = argparse.ArgumentParser(description="Train LuongSeq2Seq on the date task.")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--examples", type=int, default=20000)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (small models: 1)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    train_set, test_set = date_task(args.examples + 1000, seed=args.seed).split(1000)
+    print("| score | parameters | exact match |\n|---|---|---|")
+    for score in SCORES:
+        torch.manual_seed(args.seed)
+        model = LuongSeq2Seq(
+            len(train_set.src_vocab), len(train_set.tgt_vocab), score, hidden=args.hidden
+        )
+        data = task_tensors(train_set)
+        train(
+            model,
+            lambda epoch, data=data: tensor_batches(*data, batch_size=64, seed=epoch),
+            seq2seq_loss,
+            epochs=args.epochs,
+            seed=args.seed,
+            desc=score,
+        )
+        print(f"| {score} | {count_parameters(model)} | {exact_match(model, test_set):.3f} |")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _main()

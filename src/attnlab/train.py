@@ -1,0 +1,151 @@
+"""A small, readable training loop for the book's torch models.
+
+:func:`train` runs Adam over the batches of each epoch, clips the gradient norm, and returns
+the loss of every step. It knows nothing about the model: a ``loss_fn(model, batch)`` turns a
+batch into a scalar loss, and a ``batches(epoch)`` function yields the batches of one epoch
+(for example :func:`tensor_batches`, reshuffled with the epoch number as the seed), so runs
+are reproducible step for step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from tqdm import tqdm
+
+from attnlab.data import batch_indices
+
+
+def tensor_batches(
+    *tensors: Tensor, batch_size: int, seed: int | None = None
+) -> list[tuple[Tensor, ...]]:
+    """Cut tensors that share their first axis into (optionally shuffled) batches.
+
+    Parameters
+    ----------
+    *tensors : torch.Tensor
+        Arrays of examples, all with the same first size ``N``.
+    batch_size : int
+        Examples per batch (the last batch may be smaller).
+    seed : int, optional
+        Shuffle the examples with this seed first (``None``: keep the order).
+
+    Returns
+    -------
+    list of tuple of torch.Tensor
+        One tuple per batch, the tensors in the order given.
+
+    Shapes
+    ------
+    Each tensor ``(N, ...)`` → batches of ``(batch_size, ...)``.
+
+    Raises
+    ------
+    ValueError
+        If no tensor is given or the first sizes differ.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnlab.train import tensor_batches
+    >>> x, y = torch.arange(5), torch.arange(5) * 10
+    >>> [tuple(b.tolist() for b in batch) for batch in tensor_batches(x, y, batch_size=2)]
+    [([0, 1], [0, 10]), ([2, 3], [20, 30]), ([4], [40])]
+    """
+    if not tensors:
+        raise ValueError("tensor_batches needs at least one tensor")
+    sizes = {t.shape[0] for t in tensors}
+    if len(sizes) != 1:
+        raise ValueError(
+            f"tensors must share their first size, got shapes {[tuple(t.shape) for t in tensors]}"
+        )
+    n = sizes.pop()
+    return [
+        tuple(t[torch.as_tensor(index)] for t in tensors)
+        for index in batch_indices(n, batch_size, seed=seed)
+    ]
+
+
+def train(
+    model: nn.Module,
+    batches: Callable[[int], Iterable[Any]],
+    loss_fn: Callable[[nn.Module, Any], Tensor],
+    *,
+    epochs: int = 1,
+    lr: float = 3e-3,
+    clip_norm: float | None = 1.0,
+    seed: int = 0,
+    progress: bool = True,
+    desc: str = "training",
+) -> list[float]:
+    """Train ``model`` with Adam and return the loss of every step.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model; its parameters are updated in place.
+    batches : callable
+        ``batches(epoch)`` returns the batches of epoch ``epoch`` (0, 1, …). Use the epoch as a
+        shuffling seed to make runs reproducible.
+    loss_fn : callable
+        ``loss_fn(model, batch)`` returns a scalar loss tensor.
+    epochs : int
+        Passes over the data.
+    lr : float
+        Adam's learning rate.
+    clip_norm : float, optional
+        Clip the gradient norm to this value (``None``: no clipping).
+    seed : int
+        ``torch.manual_seed(seed)`` before training (dropout and other randomness in the model).
+    progress : bool
+        Show a tqdm progress bar (turn it off in notebooks and tests).
+    desc : str
+        Label of the progress bar.
+
+    Returns
+    -------
+    list of float
+        The training loss after each optimisation step, in order.
+
+    Raises
+    ------
+    ValueError
+        If ``epochs`` is not positive or the loss is not a finite scalar.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnlab.train import train
+    >>> model = torch.nn.Linear(1, 1)
+    >>> x = torch.linspace(-1, 1, 32).unsqueeze(1)
+    >>> loss = lambda m, batch: ((m(batch) - 3 * batch) ** 2).mean()
+    >>> history = train(model, lambda epoch: [x], loss, epochs=200, lr=0.05, progress=False)
+    >>> history[-1] < 0.01 < history[0]
+    True
+    """
+    if epochs <= 0:
+        raise ValueError(f"epochs must be positive, got {epochs}")
+    torch.manual_seed(seed)
+    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    history: list[float] = []
+    bar = tqdm(total=None, desc=desc, disable=not progress, unit="step")
+    for epoch in range(epochs):
+        for batch in batches(epoch):
+            loss = loss_fn(model, batch)
+            if loss.dim() != 0 or not torch.isfinite(loss):
+                raise ValueError(f"loss must be a finite scalar, got {loss}")
+            optimiser.zero_grad()
+            loss.backward()
+            if clip_norm is not None:
+                nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+            optimiser.step()
+            history.append(loss.item())
+            bar.update(1)
+            bar.set_postfix(epoch=epoch, loss=f"{history[-1]:.3f}")
+    bar.close()
+    model.eval()
+    return history

@@ -1,0 +1,246 @@
+"""Tests of attnlab.nn.gam: the torch GAM against numpy, nn.MultiheadAttention and gradcheck."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from attnlab import gam_attention
+from attnlab import gam_logits as np_gam_logits
+from attnlab.nn import GeneralizedAttention, gam_logits, signed_power
+
+
+def _naive_torch_logits(y, b, f, n1, coeffs):
+    """(batch, n, n, M, M) products, f applied to each, contracted with every brain."""
+    prod = y[:, :, None, :, None] * y[:, None, :, None, :]
+    if f == "power":
+        if float(n1).is_integer():
+            feat = prod ** int(n1)
+        else:
+            feat = torch.sign(prod) * prod.abs() ** n1
+    else:
+        feat = sum(a * prod**k for k, a in enumerate(coeffs.tolist(), start=1))
+    return torch.einsum("bnkrt,irt->bink", feat, b)
+
+
+@pytest.mark.parametrize(
+    ("f", "n1", "coeffs"),
+    [("power", 1.0, None), ("power", 2.0, None), ("power", 1.5, None), ("poly", 1.0, (0.5, -1.0))],
+)
+def test_torch_logits_match_naive_and_numpy(f, n1, coeffs):
+    g = torch.Generator().manual_seed(0)
+    y = torch.randn(2, 5, 4, generator=g, dtype=torch.float64)
+    b = torch.randn(3, 4, 4, generator=g, dtype=torch.float64)
+    c = None if coeffs is None else torch.tensor(coeffs, dtype=torch.float64)
+    got = gam_logits(y, b, f=f, n1=n1, coeffs=c)
+    assert got.shape == (2, 3, 5, 5)
+    torch.testing.assert_close(got, _naive_torch_logits(y, b, f, n1, c), rtol=1e-10, atol=1e-10)
+    for i in range(2):
+        ref = np_gam_logits(y[i].numpy(), b.numpy(), f=f, n1=n1, coeffs=coeffs)
+        np.testing.assert_allclose(got[i].numpy(), ref, rtol=1e-12, atol=1e-12)
+
+
+def test_torch_logits_keep_leading_axes_and_per_head_coeffs():
+    g = torch.Generator().manual_seed(1)
+    y = torch.randn(2, 4, 3, generator=g, dtype=torch.float64)
+    b = torch.randn(2, 3, 3, 3, generator=g, dtype=torch.float64)  # (h, N_B, M, M)
+    coeffs = torch.randn(2, 2, 1, generator=g, dtype=torch.float64)  # (L, h, 1)
+    got = gam_logits(y, b, f="poly", coeffs=coeffs)
+    assert got.shape == (2, 2, 3, 4, 4)
+    for a in range(2):
+        per_head = gam_logits(y, b[a], f="poly", coeffs=coeffs[:, a, 0])
+        torch.testing.assert_close(got[:, a], per_head)
+
+
+def test_torch_signed_power_matches_numpy_and_has_finite_gradient_at_zero():
+    x = torch.tensor([-2.0, -0.5, 0.0, 0.5, 3.0], dtype=torch.float64, requires_grad=True)
+    for p in (0.5, 1.5, 2.0, 3.0):
+        from attnlab import signed_power as np_signed_power
+
+        np.testing.assert_allclose(
+            signed_power(x, p).detach().numpy(), np_signed_power(x.detach().numpy(), p)
+        )
+    signed_power(x, 0.5).sum().backward()
+    assert torch.isfinite(x.grad).all() and x.grad[2] == 0
+    with pytest.raises(ValueError, match="positive"):
+        signed_power(x, 0.0)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_loaded_multihead_attention_gives_identical_outputs(bias):
+    torch.manual_seed(2)
+    d, h, n = 8, 2, 6
+    mha = nn.MultiheadAttention(d, h, bias=bias, batch_first=True, dtype=torch.float64)
+    if bias:
+        with torch.no_grad():
+            mha.in_proj_bias.normal_()
+            mha.in_proj_bias[: 2 * d] = 0  # y B yᵀ has no room for query/key biases
+            mha.out_proj.bias.normal_()
+    gam = GeneralizedAttention(d, h, bias=bias).double()
+    gam.load_multihead_attention(mha)
+    y = torch.randn(3, n, d, dtype=torch.float64)
+    allowed = torch.tril(torch.ones(n, n, dtype=torch.bool))
+    for mask in (None, allowed):
+        torch_mask = None if mask is None else ~mask  # MHA's bool mask: True = may NOT attend
+        ref, ref_w = mha(y, y, y, attn_mask=torch_mask, average_attn_weights=False)
+        out, w = gam(y, mask=mask)
+        torch.testing.assert_close(out, ref, rtol=0, atol=1e-10)
+        torch.testing.assert_close(w, ref_w, rtol=0, atol=1e-10)
+
+
+def test_load_rejects_query_key_bias_and_brains():
+    mha = nn.MultiheadAttention(4, 2, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_bias.fill_(1.0)
+    with pytest.raises(ValueError, match="biases"):
+        GeneralizedAttention(4, 2).load_multihead_attention(mha)
+    with pytest.raises(ValueError, match="one-brain"):
+        GeneralizedAttention(4, 2, n_brains=2).load_multihead_attention(mha)
+
+
+@pytest.mark.parametrize(("f", "n1", "degree"), [("power", 2.0, None), ("poly", 1.0, 3)])
+def test_module_matches_numpy_gam_attention_per_head(f, n1, degree):
+    torch.manual_seed(3)
+    d, h, n_b, n = 6, 3, 2, 5
+    gam = GeneralizedAttention(d, h, n_brains=n_b, f=f, n1=n1, degree=degree).double()
+    with torch.no_grad():
+        gam.mix_logits.normal_()
+    y = torch.randn(2, n, d, dtype=torch.float64)
+    mask = torch.rand(2, n, n) > 0.3
+    out, w = gam(y, mask=mask)
+    d_v = d // h
+    w_v = gam.value.weight.detach().T.numpy()  # (in, out)
+    mix = gam.mix_weights.detach().numpy()
+    for s in range(2):
+        ys = y[s].numpy()
+        heads = []
+        for a in range(h):
+            coeffs = None if degree is None else gam.coeffs[:, a, 0].detach().numpy()
+            z, phi = gam_attention(
+                ys,
+                gam.b[a].detach().numpy(),
+                w_v[:, a * d_v : (a + 1) * d_v],
+                f=f,
+                n1=n1,
+                coeffs=coeffs,
+                mix=mix[a],
+                mask=mask[s].numpy(),
+            )
+            np.testing.assert_allclose(w[s, a].detach().numpy(), phi, atol=1e-12)
+            heads.append(
+                z
+                + (
+                    phi.sum(-1, keepdims=True)
+                    * gam.value.bias.detach().numpy()[a * d_v : (a + 1) * d_v]
+                )
+            )
+        concat = np.concatenate(heads, axis=-1)
+        ref = concat @ gam.out_proj.weight.detach().T.numpy() + gam.out_proj.bias.detach().numpy()
+        np.testing.assert_allclose(out[s].detach().numpy(), ref, atol=1e-12)
+
+
+def test_fully_masked_row_gets_zero_weights():
+    gam = GeneralizedAttention(4, 2, n_brains=2, bias=False)
+    mask = torch.ones(3, 3, dtype=torch.bool)
+    mask[1] = False
+    out, w = gam(torch.randn(1, 3, 4), mask=mask)
+    assert torch.all(w[:, :, 1] == 0) and torch.all(out[:, 1] == 0)
+    torch.testing.assert_close(w[:, :, [0, 2]].sum(-1), torch.ones(1, 2, 2))
+
+
+def test_gradcheck_small_case():
+    torch.manual_seed(4)
+    gam = GeneralizedAttention(4, 2, n_brains=2, f="poly", degree=2).double()
+    names = ["b", "mix_logits", "coeffs", "value.weight", "out_proj.weight"]
+    params = {k: v.detach().clone().requires_grad_(True) for k, v in gam.named_parameters()}
+    y = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([[True, True, False], [True, True, True], [False, True, True]])
+
+    def fn(y, *tensors):
+        state = dict(params)
+        state.update(zip(names, tensors, strict=True))
+        return functional_call(gam, state, (y,), {"mask": mask})[0]
+
+    assert torch.autograd.gradcheck(fn, (y, *[params[k] for k in names]))
+
+    gam15 = GeneralizedAttention(4, 1, n_brains=1, n1=1.5).double()
+    assert torch.autograd.gradcheck(lambda y: gam15(y)[0], (y,))
+
+
+def test_learned_mix_stays_on_simplex_and_uniform_mix_is_fixed():
+    torch.manual_seed(5)
+    gam = GeneralizedAttention(4, 2, n_brains=3)
+    opt = torch.optim.SGD(gam.parameters(), lr=50.0)
+    for _ in range(3):
+        out, _ = gam(torch.randn(2, 5, 4))
+        opt.zero_grad()
+        out.pow(2).mean().backward()
+        opt.step()
+    w = gam.mix_weights
+    assert torch.all(w >= 0) and torch.allclose(w.sum(-1), torch.ones(2))
+    assert not torch.allclose(w, torch.full_like(w, 1 / 3))  # it did learn
+    fixed = GeneralizedAttention(4, 2, n_brains=3, mix="uniform")
+    assert "mix_logits" not in dict(fixed.named_parameters())
+    torch.testing.assert_close(fixed.mix_weights, torch.full((2, 3), 1 / 3))
+
+
+def test_every_parameter_gets_a_gradient_and_counts():
+    d, h, n_b, L = 8, 2, 3, 2
+    gam = GeneralizedAttention(d, h, n_brains=n_b, f="poly", degree=L)
+    out, _ = gam(torch.randn(2, 5, d))
+    out.sum().backward()
+    for name, p in gam.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+    expected = h * n_b * d * d + L * h + h * n_b + 2 * (d * d + d)
+    assert sum(p.numel() for p in gam.parameters()) == expected
+
+
+@pytest.mark.parametrize(
+    ("f", "n1", "degree"), [("power", 1.0, None), ("power", 2.0, None), ("poly", 1.0, 3)]
+)
+def test_initial_logits_have_unit_variance(f, n1, degree):
+    torch.manual_seed(6)
+    d, n = 32, 32
+    gam = GeneralizedAttention(d, 4, n_brains=4, f=f, n1=n1, degree=degree)
+    with torch.no_grad():
+        eps = gam.logits(torch.randn(64, n, d))
+    off = ~torch.eye(n, dtype=torch.bool)
+    var = eps[..., off].var().item()
+    assert 0.8 < var < 1.2, var
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"d": 6, "h": 4}, "divide"),
+        ({"f": "exp"}, "f must be"),
+        ({"degree": 2}, "only used"),
+        ({"f": "poly"}, "degree"),
+        ({"n1": -1.0}, "positive"),
+        ({"n_brains": 0}, "n_brains"),
+        ({"mix": "free"}, "mix must be"),
+    ],
+)
+def test_constructor_rejects_bad_arguments(kwargs, message):
+    args = {"d": 4, "h": 2}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        GeneralizedAttention(**args)
+
+
+def test_forward_rejects_bad_input():
+    gam = GeneralizedAttention(4, 2)
+    with pytest.raises(ValueError, match=r"\(batch, n, 4\)"):
+        gam(torch.randn(2, 3, 5))
+    with pytest.raises(ValueError, match="boolean"):
+        gam(torch.randn(2, 3, 4), mask=torch.ones(3, 3))
+    with pytest.raises(ValueError, match="does not broadcast"):
+        gam(torch.randn(2, 3, 4), mask=torch.ones(4, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="M=4"):
+        gam_logits(torch.randn(2, 3, 4), torch.randn(2, 3, 3))
+    assert math.isclose(gam.mix_weights.sum().item(), 2.0, rel_tol=1e-6)

@@ -1,0 +1,224 @@
+"""Tests of attnlab.nn.positions: Shaw's layer against a float64 loop, GAM's branch vs numpy."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from attnlab import gam_relative_attention
+from attnlab import gam_relative_vectors as np_gam_relative_vectors
+from attnlab.nn import GAMRelativeAttention, ShawRelativeAttention
+from attnlab.nn.positions import combine_geometric, gam_relative_vectors
+
+
+def shaw_loop(layer: ShawRelativeAttention, x: np.ndarray, mask=None) -> np.ndarray:
+    """Shaw et al. eq. 2-4 per head in float64 loops, then concat and W_O (no biases)."""
+    w_q, w_k, w_v, w_o = (
+        m.weight.detach().double().numpy().T for m in (layer.w_q, layer.w_k, layer.w_v, layer.w_o)
+    )
+    a_k = layer.rel_k.weight.detach().double().numpy()
+    a_v = layer.rel_v.weight.detach().double().numpy()
+    s, d = x.shape
+    h, d_k, clip = layer.h, layer.d_k, layer.k
+    heads = []
+    for a in range(h):
+        cols = slice(a * d_k, (a + 1) * d_k)
+        q, k, v = (x @ w_q)[:, cols], (x @ w_k)[:, cols], (x @ w_v)[:, cols]
+        z = np.zeros((s, d_k))
+        for i in range(s):
+            allowed = [j for j in range(s) if mask is None or mask[i, j]]
+            if not allowed:
+                continue
+            idx = {j: max(-clip, min(clip, j - i)) + clip for j in allowed}
+            e = np.array([q[i] @ (k[j] + a_k[idx[j]]) / math.sqrt(d_k) for j in allowed])
+            alpha = np.exp(e - e.max())
+            alpha /= alpha.sum()
+            for weight, j in zip(alpha, allowed, strict=True):
+                z[i] += weight * (v[j] + a_v[idx[j]])
+        heads.append(z)
+    return np.concatenate(heads, axis=1) @ w_o
+
+
+@pytest.mark.parametrize(("d", "h", "k", "s"), [(6, 2, 2, 7), (4, 1, 0, 3), (8, 4, 5, 4)])
+def test_shaw_module_matches_loop(d, h, k, s):
+    torch.manual_seed(0)
+    layer = ShawRelativeAttention(d, h, k).double()
+    x = torch.randn(2, s, d, dtype=torch.float64)
+    mask = torch.rand(s, s) < 0.7
+    mask[0] = False  # one fully-masked query: zero output
+    for m in (None, mask):
+        out, weights = layer(x, m)
+        for b in range(2):
+            expected = shaw_loop(layer, x[b].numpy(), None if m is None else m.numpy())
+            np.testing.assert_allclose(out[b].detach().numpy(), expected, atol=1e-10)
+    assert torch.all(weights[:, :, 0] == 0) and torch.all(out[:, 0] == 0)
+
+
+def test_shaw_k0_without_value_table_is_multihead_attention():
+    # With k = 0 every key gets the same a^K: it shifts each row's logits by a constant, which
+    # softmax ignores. With a^V = 0 the layer is plain multi-head attention.
+    torch.manual_seed(1)
+    d, h = 8, 2
+    layer = ShawRelativeAttention(d, h, k=0)
+    with torch.no_grad():
+        layer.rel_v.weight.zero_()
+    mha = nn.MultiheadAttention(d, h, bias=False, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([layer.w_q.weight, layer.w_k.weight, layer.w_v.weight]))
+        mha.out_proj.weight.copy_(layer.w_o.weight)
+    x = torch.randn(3, 6, d)
+    ours, w_ours = layer(x)
+    theirs, w_theirs = mha(x, x, x, average_attn_weights=False)
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(w_ours, w_theirs, atol=1e-5, rtol=1e-5)
+
+
+def test_shaw_any_length_and_masks():
+    torch.manual_seed(2)
+    layer = ShawRelativeAttention(4, 2, k=2)
+    for s in (1, 3, 40):
+        out, weights = layer(torch.randn(2, s, 4))
+        assert out.shape == (2, s, 4) and torch.allclose(weights.sum(-1), torch.ones(2, 2, s))
+    causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))
+    _, w2 = layer(torch.randn(2, 5, 4), causal)
+    _, w3 = layer(torch.randn(2, 5, 4), causal.expand(2, 5, 5))
+    assert torch.all(w2[..., ~causal] == 0) and torch.all(w3[..., ~causal] == 0)
+
+
+def test_shaw_bad_input():
+    with pytest.raises(ValueError, match="divisor"):
+        ShawRelativeAttention(6, 4, 1)
+    with pytest.raises(ValueError, match="k must"):
+        ShawRelativeAttention(4, 2, -1)
+    with pytest.raises(ValueError, match="integer"):
+        ShawRelativeAttention(4, 2, 1.5)
+    layer = ShawRelativeAttention(4, 2, 1)
+    with pytest.raises(ValueError, match="shape"):
+        layer(torch.randn(3, 4))
+    with pytest.raises(ValueError, match="boolean"):
+        layer(torch.randn(1, 3, 4), torch.ones(3, 3))
+    with pytest.raises(ValueError, match="mask of shape"):
+        layer(torch.randn(1, 3, 4), torch.ones(4, 4, dtype=torch.bool))
+
+
+# ---- GAM ------------------------------------------------------------------------------------
+
+
+def test_torch_relative_vectors_match_numpy_and_paper():
+    positions = torch.tensor([[0, 1, 2], [0, 1, 3]])
+    r = gam_relative_vectors(positions)
+    assert r[1].tolist() == [[1, 2, 4], [2, 1, 3], [4, 3, 1]]
+    np.testing.assert_array_equal(r[0].numpy(), np_gam_relative_vectors([0, 1, 2]))
+    for bad in (torch.tensor([0, 2, 2]), torch.tensor([3, 1]), torch.tensor([0.0, 1.0])):
+        with pytest.raises(ValueError, match="positions"):
+            gam_relative_vectors(bad)
+
+
+@pytest.mark.parametrize(("combine", "n1", "h"), [("linear", 1.0, 1), ("geometric", 2.0, 2)])
+def test_gam_relative_module_matches_numpy(combine, n1, h):
+    torch.manual_seed(3)
+    d, n = 4, 5
+    layer = GAMRelativeAttention(d, n, h=h, n_brains=2, n1=n1, combine=combine, c1=0.3)
+    layer = layer.double()
+    y = torch.randn(2, n, d, dtype=torch.float64)
+    positions = torch.tensor([1, 2, 5, 6, 11])
+    out, (phi, theta) = layer(y, positions)
+    p = layer.embedded_positions(positions).detach().numpy()
+    w_v = layer.content.value.weight.detach().numpy().T
+    b_v = layer.content.value.bias.detach().numpy()
+    w_o = layer.content.out_proj.weight.detach().numpy().T
+    b_o = layer.content.out_proj.bias.detach().numpy()
+    d_v = d // h
+    for b in range(2):
+        yb = y[b].numpy()
+        heads = []
+        for a in range(h):
+            cols = slice(a * d_v, (a + 1) * d_v)
+            # The value bias as an extra input column of ones (its brain rows/columns are
+            # zero, so the logits are unchanged); rows of Φ and Θ sum to one.
+            w_aug = np.vstack([w_v[:, cols], b_v[cols]])
+            y_aug = np.hstack([yb, np.ones((n, 1))])
+            p_aug = np.hstack([p, np.zeros((n, 1))])
+            pad = np.zeros((2, d + 1, d + 1))
+            b_c, b_p = pad.copy(), pad.copy()
+            b_c[:, :d, :d] = layer.content.b[a].detach().numpy()
+            b_p[:, :d, :d] = layer.b_p[a].detach().numpy()
+            z, phi_np, theta_np = gam_relative_attention(
+                y_aug,
+                p_aug,
+                b_c,
+                b_p,
+                w_aug,
+                combine=combine,
+                c1=0.3,
+                n1=n1,
+                mix=layer.content.mix_weights[a].detach().numpy(),
+                mix_s=layer.mix_s_weights[a].detach().numpy(),
+            )
+            np.testing.assert_allclose(phi[b, a].detach().numpy(), phi_np, atol=1e-10)
+            np.testing.assert_allclose(theta[b, a].detach().numpy(), theta_np, atol=1e-10)
+            heads.append(z)
+        expected = np.concatenate(heads, axis=1) @ w_o + b_o
+        np.testing.assert_allclose(out[b].detach().numpy(), expected, atol=1e-10)
+
+
+def test_gam_relative_module_gradients_finite():
+    torch.manual_seed(4)
+    layer = GAMRelativeAttention(4, 3, combine="geometric")
+    out, _ = layer(torch.randn(2, 3, 4))
+    out.sum().backward()
+    for param in layer.parameters():
+        assert param.grad is not None and torch.all(torch.isfinite(param.grad))
+    z = torch.tensor([1.0, -2.0, 0.0], requires_grad=True)
+    combine_geometric(z, torch.tensor([-1.0, -8.0, 3.0])).sum().backward()
+    assert torch.all(torch.isfinite(z.grad))
+
+
+def test_gam_relative_module_fixes_n_and_validates():
+    layer = GAMRelativeAttention(4, 3)
+    with pytest.raises(ValueError, match="n=3"):
+        layer(torch.randn(1, 4, 4))
+    with pytest.raises(ValueError, match="length n=3"):
+        layer(torch.randn(1, 3, 4), positions=torch.tensor([0, 1, 2, 3]))
+    with pytest.raises(ValueError, match="strictly increasing"):
+        layer(torch.randn(1, 3, 4), positions=torch.tensor([0, 2, 1]))
+    for c1 in (0.0, 1.0, 1.2, -0.1):
+        with pytest.raises(ValueError, match="c1"):
+            GAMRelativeAttention(4, 3, c1=c1)
+    with pytest.raises(ValueError, match="combine"):
+        GAMRelativeAttention(4, 3, combine="mean")
+
+
+def test_gam_relative_module_mask():
+    torch.manual_seed(5)
+    layer = GAMRelativeAttention(4, 4, h=2, n_brains=2)
+    causal = torch.tril(torch.ones(4, 4, dtype=torch.bool))
+    _, (phi, theta) = layer(torch.randn(3, 4, 4), mask=causal.expand(3, 4, 4))
+    for weights in (phi, theta):
+        assert torch.all(weights[..., ~causal] == 0)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(3, 2, 4))
+
+
+def test_gam_relative_module_batched_positions_match_numpy():
+    # One set of corpus positions per batch row: Θ of row b must be GAM's eq. 22-24 applied to
+    # p = r(positions[b]) W^R + b^R, with r from the numpy closed form (f = identity here).
+    torch.manual_seed(6)
+    layer = GAMRelativeAttention(4, 3, h=1, n_brains=2).double()
+    positions = torch.tensor([[0, 1, 2], [0, 4, 5]])
+    _, (_, theta) = layer(torch.randn(2, 3, 4, dtype=torch.float64), positions)
+    w_r = layer.embed.weight.detach().numpy().T
+    b_r = layer.embed.bias.detach().numpy()
+    b_p = layer.b_p[0].detach().numpy()
+    w_s = layer.mix_s_weights[0].detach().numpy()
+    for b in range(2):
+        p = np_gam_relative_vectors(positions[b].numpy()) @ w_r + b_r
+        xi = []
+        for brain in b_p:
+            logits = p @ brain @ p.T
+            e = np.exp(logits - logits.max(axis=1, keepdims=True))
+            xi.append(e / e.sum(axis=1, keepdims=True))
+        expected = w_s[0] * xi[0] + w_s[1] * xi[1]
+        np.testing.assert_allclose(theta[b, 0].detach().numpy(), expected, atol=1e-10)
+    assert not np.allclose(theta[0].detach().numpy(), theta[1].detach().numpy())
