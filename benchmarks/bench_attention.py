@@ -106,11 +106,6 @@ def run() -> dict[str, str]:
     return {"attention": "\n".join(rows) + note}
 
 
-def _no_grad(fn: Callable[[], object]) -> None:
-    with torch.no_grad():
-        fn()
-
-
 if __name__ == "__main__":
     for name, table in run().items():
         print(f"## {name}\n\n{table}\n")

@@ -42,4 +42,15 @@ def _stable_softmax(answer) -> str:
                 f"case {case}: logits of size ~{spread:g} gave NaN or inf (subtract the max first)"
             )
         expect_close(got, softmax(x, axis=-1), on=f"case {case}: logits of shape {shape}")
-    return "finite and correct on 20 random cases with logits up to ~1e4"
+    # Always at least one case that overflows a naive exp, with a closed-form answer:
+    # the rows [1000, 999, 990] and [-1e4, -1e4] have weights 1 : e^-1 : e^-10 and 1 : 1.
+    ratios = np.exp([0.0, -1.0, -10.0])
+    got = np.asarray(answer(np.array([1000.0, 999.0, 990.0])))
+    if not np.all(np.isfinite(got)):
+        raise ExerciseFailure("logits [1000, 999, 990] gave NaN or inf (subtract the max first)")
+    expect_close(got, ratios / ratios.sum(), on="logits [1000, 999, 990]")
+    got = np.asarray(answer(np.array([[-1e4, -1e4], [3.0, 3.0]])))
+    if not np.all(np.isfinite(got)):
+        raise ExerciseFailure("logits [-1e4, -1e4] gave NaN or inf (subtract the max first)")
+    expect_close(got, np.full((2, 2), 0.5), on="rows [-1e4, -1e4] and [3, 3]")
+    return "finite and correct on 20 random cases with logits up to ~1e4 and two closed forms"

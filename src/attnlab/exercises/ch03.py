@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.exercises._registry import ExerciseFailure, register
+from attnlab.exercises._registry import ExerciseFailure, expect_close, register
 
 
 def _expect_mask(got, expected: np.ndarray, on: str) -> None:
@@ -44,3 +44,24 @@ def _padding_mask(answer) -> str:
             answer(lengths, s), expected, on=f"case {case}: lengths={lengths.tolist()}, s={s}"
         )
     return "correct (shape (b, 1, s), broadcasting over the queries) on 10 random batches"
+
+
+@register("03.4")
+def _factorise(answer) -> str:
+    """``factorise(A, d_k)``: ``(W_Q, W_K)``, each ``(d, d_k)``, with ``W_Q @ W_K.T == A``."""
+    rng = np.random.default_rng()
+    for case in range(10):
+        d = int(rng.integers(2, 9))
+        d_k = int(rng.integers(1, d + 1))
+        rank = int(rng.integers(0, d_k + 1))  # rank 0 (A = 0) and rank < d_k included
+        a = rng.normal(size=(d, rank)) @ rng.normal(size=(rank, d))
+        on = f"case {case}: d={d}, d_k={d_k}, rank A={rank}"
+        got = answer(a.copy(), d_k)
+        if not isinstance(got, (tuple, list)) or len(got) != 2:
+            raise ExerciseFailure(f"on {on}: return a pair (W_Q, W_K), got {type(got).__name__}")
+        w_q, w_k = (np.asarray(m, dtype=np.float64) for m in got)
+        for name, m in [("W_Q", w_q), ("W_K", w_k)]:
+            if m.shape != (d, d_k):
+                raise ExerciseFailure(f"on {on}: {name} must have shape {(d, d_k)}, got {m.shape}")
+        expect_close(w_q @ w_k.T, a, on=f"{on}, the product W_Q W_K^T", atol=1e-8)
+    return "W_Q W_K^T reproduces A (ranks 0..d_k, shapes (d, d_k)) on 10 random matrices"
