@@ -73,6 +73,8 @@ def test_patch_errors():
         patches_to_image(np.zeros((4, 48)), (2, 3))
     with pytest.raises(ValueError, match="not a multiple"):
         patches_to_image(np.zeros((6, 47)), (2, 3))
+    with pytest.raises(ValueError, match="positive integer"):
+        patches_to_image(np.zeros((6, 48)), (2, 3), patch=0)
 
 
 def test_downsample_matches_block_means():

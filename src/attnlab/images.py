@@ -104,8 +104,8 @@ def patches_to_image(
     Raises
     ------
     ValueError
-        If the number of tokens is not ``rows·cols`` or the token size is not a multiple of
-        ``patch²``.
+        If ``patch`` is not a positive integer, the number of tokens is not ``rows·cols`` or
+        the token size is not a multiple of ``patch²``.
 
     Examples
     --------
@@ -117,6 +117,8 @@ def patches_to_image(
     """
     tok = as_float_array(tokens, "tokens")
     require_ndim(tok, "tokens", 2, "(rows*cols, patch*patch*C)")
+    if not isinstance(patch, (int, np.integer)) or patch < 1:
+        raise ValueError(f"patch must be a positive integer, got {patch!r}")
     rows, cols = grid
     if tok.shape[0] != rows * cols:
         raise ValueError(f"grid {grid} needs {rows * cols} tokens, got tokens of shape {tok.shape}")
