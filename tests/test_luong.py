@@ -284,3 +284,10 @@ def test_parameter_errors_name_the_shapes():
         luong_attention(np.zeros((4, 3)), k, v, "dot", w=np.eye(4))
     with pytest.raises(ValueError, match=r"rows"):
         row_to_column(np.zeros((3, 2)), np.zeros((4, 5)))
+
+
+def test_scores_reject_non_finite_input():
+    q, k = np.zeros((2, 3)), np.zeros((2, 4))
+    k[1, 2] = np.inf
+    with pytest.raises(ValueError, match="k contains NaN or infinite"):
+        luong_scores(q, k, "dot")

@@ -139,6 +139,61 @@ def _check_inputs(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
         raise ValueError(f"empty sequence: q has shape {q.shape}, k has shape {k.shape}")
 
 
+def _check_params(
+    score: str,
+    q: np.ndarray,
+    k: np.ndarray,
+    w: np.typing.ArrayLike | None,
+    v_a: np.typing.ArrayLike | None,
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Check ``w`` and ``v_a`` against the score and the sizes of ``q (d_q, n)``, ``k (d_k, m)``.
+
+    Returns ``(w, v_a)`` as float arrays (``None`` where the score takes no such parameter).
+    """
+    if score not in SCORES:
+        raise ValueError(f"unknown score {score!r}; choose one of {', '.join(SCORES)}")
+    d_q, d_k = q.shape[0], k.shape[0]
+    if score in ("dot", "scaled"):
+        if w is not None or v_a is not None:
+            raise ValueError(f"score {score!r} has no parameters; pass w=None and v_a=None")
+        if d_q != d_k:
+            raise ValueError(
+                f"score {score!r} needs queries and keys of the same size: q has shape "
+                f"{q.shape}, k has shape {k.shape}; use score='general' with w (d_k, d_q)"
+            )
+        return None, None
+    if w is None:
+        raise ValueError(f"score {score!r} needs the weight matrix w")
+    w = as_float_array(w, "w")
+    require_finite(w, "w")
+    if score == "general":
+        if v_a is not None:
+            raise ValueError("score 'general' takes no v_a; pass v_a=None")
+        if w.shape != (d_k, d_q):
+            raise ValueError(
+                f"score 'general' needs w of shape (d_k, d_q) = ({d_k}, {d_q}) for k_iᵀ W q_j "
+                f"with q {q.shape} and k {k.shape}, got w of shape {w.shape}"
+            )
+        return w, None
+    # concat
+    if v_a is None:
+        raise ValueError("score 'concat' needs the vector v_a of shape (d_a,)")
+    v_a = as_float_array(v_a, "v_a")
+    require_finite(v_a, "v_a")
+    require_ndim(w, "w", 2, "(d_a, d_q + d_k)")
+    if w.shape[1] != d_q + d_k:
+        raise ValueError(
+            f"score 'concat' needs w of shape (d_a, d_q + d_k) = (d_a, {d_q + d_k}) for "
+            f"q {q.shape} and k {k.shape}, got w of shape {w.shape}"
+        )
+    if v_a.shape != (w.shape[0],):
+        raise ValueError(
+            f"v_a must have shape (d_a,) = ({w.shape[0]},) to match w {w.shape}, "
+            f"got shape {v_a.shape}"
+        )
+    return w, v_a
+
+
 def luong_scores(
     q: np.typing.ArrayLike,
     k: np.typing.ArrayLike,
@@ -192,53 +247,20 @@ def luong_scores(
     array([[2.],
            [1.]])
     """
-    if score not in SCORES:
-        raise ValueError(f"unknown score {score!r}; choose one of {', '.join(SCORES)}")
     q = as_float_array(q, "q")
     k = as_float_array(k, "k")
     require_ndim(q, "q", 2, "(d_q, n)")
     require_ndim(k, "k", 2, "(d_k, m)")
-    d_q, d_k = q.shape[0], k.shape[0]
+    require_finite(q, "q")
+    require_finite(k, "k")
+    w, v_a = _check_params(score, q, k, w, v_a)
     if score in ("dot", "scaled"):
-        if w is not None or v_a is not None:
-            raise ValueError(f"score {score!r} has no parameters; pass w=None and v_a=None")
-        if d_q != d_k:
-            raise ValueError(
-                f"score {score!r} needs queries and keys of the same size: q has shape "
-                f"{q.shape}, k has shape {k.shape}; use score='general' with w (d_k, d_q)"
-            )
         # Row convention: scores (n, m) = Q_rows K_rowsᵀ; the column convention is KᵀQ (m, n).
-        scale = 1.0 if score == "dot" else 1.0 / np.sqrt(d_k)
+        scale = 1.0 if score == "dot" else 1.0 / np.sqrt(k.shape[0])
         return (k.T @ q) * np.asarray(scale, dtype=np.result_type(q, k))
-    if w is None:
-        raise ValueError(f"score {score!r} needs the weight matrix w")
-    w = as_float_array(w, "w")
-    require_finite(w, "w")
     if score == "general":
-        if v_a is not None:
-            raise ValueError("score 'general' takes no v_a; pass v_a=None")
-        if w.shape != (d_k, d_q):
-            raise ValueError(
-                f"score 'general' needs w of shape (d_k, d_q) = ({d_k}, {d_q}) for k_iᵀ W q_j "
-                f"with q {q.shape} and k {k.shape}, got w of shape {w.shape}"
-            )
         return k.T @ (w @ q)
-    # concat
-    if v_a is None:
-        raise ValueError("score 'concat' needs the vector v_a of shape (d_a,)")
-    v_a = as_float_array(v_a, "v_a")
-    require_finite(v_a, "v_a")
-    require_ndim(w, "w", 2, "(d_a, d_q + d_k)")
-    if w.shape[1] != d_q + d_k:
-        raise ValueError(
-            f"score 'concat' needs w of shape (d_a, d_q + d_k) = (d_a, {d_q + d_k}) for "
-            f"q {q.shape} and k {k.shape}, got w of shape {w.shape}"
-        )
-    if v_a.shape != (w.shape[0],):
-        raise ValueError(
-            f"v_a must have shape (d_a,) = ({w.shape[0]},) to match w {w.shape}, "
-            f"got shape {v_a.shape}"
-        )
+    d_q = q.shape[0]
     # W_a [q_j; k_i] = W_q q_j + W_k k_i with the two column blocks of W_a (Bahdanau's form):
     # compute each block once instead of stacking all m * n pairs.
     from_q = w[:, :d_q] @ q  # (d_a, n)
@@ -309,38 +331,19 @@ def luong_attention(
     (array([[0.75],
            [0.25]]), array([[12.5]]))
     """
-    if score not in SCORES:
-        raise ValueError(f"unknown score {score!r}; choose one of {', '.join(SCORES)}")
     q = as_float_array(q, "q")
     k = as_float_array(k, "k")
     v = as_float_array(v, "v")
     _check_inputs(q, k, v)
+    w, v_a = _check_params(score, q, k, w, v_a)
     if score == "concat":
         scores = luong_scores(q, k, "concat", w=w, v_a=v_a)
         weights = softmax(scores, axis=0)  # each column (one query) sums to one
         return v @ weights, weights
     if score == "general":
-        if w is None:
-            raise ValueError("score 'general' needs the weight matrix w")
-        w = as_float_array(w, "w")
-        if v_a is not None:
-            raise ValueError("score 'general' takes no v_a; pass v_a=None")
-        if w.shape != (k.shape[0], q.shape[0]):
-            raise ValueError(
-                f"score 'general' needs w of shape (d_k, d_q) = ({k.shape[0]}, {q.shape[0]}) "
-                f"for q {q.shape} and k {k.shape}, got w of shape {w.shape}"
-            )
-        require_finite(w, "w")
         # k_iᵀ W q_j is a plain dot product of k_i with the transformed query W q_j.
         q_for_dot, scale = w @ q, 1.0
     else:
-        if w is not None or v_a is not None:
-            raise ValueError(f"score {score!r} has no parameters; pass w=None and v_a=None")
-        if q.shape[0] != k.shape[0]:
-            raise ValueError(
-                f"score {score!r} needs queries and keys of the same size: q has shape "
-                f"{q.shape}, k has shape {k.shape}; use score='general' with w (d_k, d_q)"
-            )
         q_for_dot, scale = q, (1.0 if score == "dot" else None)
     q_rows, k_rows, v_rows = column_to_row(q_for_dot, k, v)
     out_rows, weights_rows = scaled_dot_product_attention(q_rows, k_rows, v_rows, scale=scale)

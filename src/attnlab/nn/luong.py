@@ -261,7 +261,7 @@ class LuongSeq2Seq(nn.Module):
         self.encoder = nn.GRU(embed, hidden, batch_first=True)
         self.decoder = nn.GRU(embed, hidden, batch_first=True)
         self.attention = LuongAttention(score, hidden, hidden, hidden)
-        self.combine = nn.Linear(2 * hidden, hidden)  # W_c in tanh(W_c [c_t; h_t])
+        self.combine = nn.Linear(2 * hidden, hidden)  # W_c in tanh(W_c [c_t; h_t]), plus a bias
         self.out = nn.Linear(hidden, tgt_vocab_size)
 
     def encode(self, src: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -278,7 +278,10 @@ class LuongSeq2Seq(nn.Module):
         key_mask = torch.arange(src.shape[1]).unsqueeze(0) < src_lengths.unsqueeze(1)
         return states, last.unsqueeze(0).contiguous(), key_mask
 
-    def _predict(self, dec_states: Tensor, enc_states: Tensor, key_mask: Tensor):
+    def _predict(
+        self, dec_states: Tensor, enc_states: Tensor, key_mask: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """Attend, combine ``tanh(W_c [c_t; h_t])``, and map to logits ``(B, n, V_tgt)``."""
         context, weights = self.attention(dec_states, enc_states, enc_states, key_mask)
         attentional = torch.tanh(self.combine(torch.cat([context, dec_states], dim=-1)))
         return self.out(attentional), weights
