@@ -78,6 +78,21 @@ def test_masks_match_torch_on_rows_that_are_not_fully_masked(bias):
     assert (w[0, :, 1] == 0).all()  # the book: zero weights, zero head output
     expected = theirs.out_proj.bias if bias else torch.zeros(d, dtype=F64)
     torch.testing.assert_close(out[0, 1], expected.detach(), atol=1e-12, rtol=0)
+    # need_weights=False takes the fused path: the same outputs, the fully-masked row included.
+    torch.testing.assert_close(ours(x, mask=mask), out, atol=1e-12, rtol=0)
+
+
+def test_fast_path_gradient_is_finite_on_a_fully_masked_row():
+    ours = MultiHeadAttention(8, 2).double()
+    x = torch.randn(1, 3, 8, dtype=F64, requires_grad=True)
+    mask = torch.tensor([[True, False, True], [False, False, False], [True, True, True]])
+    out_fast = ours(x, mask=mask)
+    out_slow, _ = ours(x, mask=mask, need_weights=True)
+    torch.testing.assert_close(out_fast, out_slow, atol=1e-12, rtol=0)
+    (grad_fast,) = torch.autograd.grad(out_fast.square().sum(), x)
+    (grad_slow,) = torch.autograd.grad(out_slow.square().sum(), x)
+    assert torch.isfinite(grad_fast).all()
+    torch.testing.assert_close(grad_fast, grad_slow, atol=1e-12, rtol=0)
 
 
 def test_key_padding_mask_as_book_mask():

@@ -15,9 +15,10 @@ a mask explicitly.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.nn.attention import scaled_dot_product_attention
+from attnlab.nn.attention import _check_mask, scaled_dot_product_attention
 
 
 def to_torch_attn_mask(mask: Tensor) -> Tensor:
@@ -118,7 +119,10 @@ class MultiHeadAttention(nn.Module):
 
     The query, key and value projections are ``nn.Linear(d, d)`` layers whose ``d`` output
     features are cut into ``h`` blocks of ``d_k = d / h``: block ``i`` is head ``i``. The heads
-    attend independently, are concatenated token by token and mixed by ``out_proj``.
+    attend independently, are concatenated token by token and mixed by ``out_proj``. When the
+    weights are not asked for, the heads come from PyTorch's fused
+    ``torch.nn.functional.scaled_dot_product_attention`` (same results, no stored weights),
+    as in ``nn.MultiheadAttention``.
 
     Parameters
     ----------
@@ -220,12 +224,22 @@ class MultiHeadAttention(nn.Module):
         q = self._split(self.q_proj(x))
         k = self._split(self.k_proj(context))
         v = self._split(self.v_proj(context))
-        heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)  # (b, h, s, d_k)
+        if need_weights:
+            heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)  # (b, h, s, d_k)
+        else:
+            # Same heads from PyTorch's fused kernel, which never stores the (b, h, s, s_k)
+            # weights: it shares the book's mask convention and, in torch 2.13, also gives a
+            # zero output for a query with no allowed key (tests/test_nn_multihead.py checks).
+            if mask is not None:
+                _check_mask(mask, torch.Size((*q.shape[:-1], k.shape[-2])))
+            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         b, _, s, _ = heads.shape
         out = self.out_proj(heads.transpose(1, 2).reshape(b, s, self.d))  # transpose, then flatten
+        if not need_weights:
+            return out.squeeze(0) if unbatched else out
         if unbatched:
             out, weights = out.squeeze(0), weights.squeeze(0)
-        return (out, weights) if need_weights else out
+        return out, weights
 
     @classmethod
     def from_torch(cls, mha: nn.MultiheadAttention) -> MultiHeadAttention:
