@@ -12,13 +12,12 @@ from __future__ import annotations
 import os
 import platform
 import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
+from _timing import interleaved_times
 
 import attnlab
 from attnlab.nn import scaled_dot_product_attention
@@ -35,21 +34,9 @@ def _torch_step(fn: Callable, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor)
     out.sum().backward()
 
 
-def _time(step: Callable[[], None]) -> float:
-    start = time.perf_counter()
-    step()
-    return time.perf_counter() - start
-
-
 def _measure(steps: dict[str, Callable[[], None]], desc: str) -> dict[str, float]:
     """Median seconds per step, the steps interleaved round by round after a warm-up."""
-    for step in steps.values():
-        for _ in range(WARMUP):
-            step()
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in tqdm(range(REPEATS), desc=desc, leave=False):
-        for name, step in steps.items():
-            times[name].append(_time(step))
+    times = interleaved_times(steps, REPEATS, warmup=WARMUP, desc=desc)
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 

@@ -28,12 +28,12 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _timing import interleaved_times  # noqa: E402
 
 from attnlab import gam_logits, signed_power  # noqa: E402
 from attnlab.nn import GeneralizedAttention  # noqa: E402
@@ -61,15 +61,8 @@ def naive_gam_logits(y: np.ndarray, b: np.ndarray, n1: float = 1, coeffs=None) -
 
 
 def _best_times(steps: dict[str, Callable[[], object]], repeats: int, warmup: int = 1):
-    for step in steps.values():
-        for _ in range(warmup):
-            step()
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(repeats):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            step()
-            times[name].append(time.perf_counter() - start)
+    """Best (smallest) seconds per step over interleaved repeats."""
+    times = interleaved_times(steps, repeats, warmup=warmup)
     return {name: min(t) for name, t in times.items()}
 
 

@@ -12,20 +12,13 @@ Run standalone with ``python benchmarks/bench_multihead.py``; ``make bench`` cal
 from __future__ import annotations
 
 import statistics
-import time
-from collections.abc import Callable
 
 import torch
+from _timing import interleaved_times
 
 from attnlab.nn import MultiHeadAttention
 
 BATCH, S, D, H = 8, 256, 512, 8
-
-
-def _time_once(step: Callable[[], None]) -> float:
-    start = time.perf_counter()
-    step()
-    return time.perf_counter() - start
 
 
 def _timings(repeats: int = 15, warmup: int = 3) -> dict[str, list[float]]:
@@ -55,14 +48,7 @@ def _timings(repeats: int = 15, warmup: int = 3) -> dict[str, list[float]]:
         "attnlab, need_weights=True": step_ours_weights,
         "torch.nn, need_weights=True (per head)": step_theirs_weights,
     }
-    for step in steps.values():
-        for _ in range(warmup):
-            step()
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(repeats):
-        for name, step in steps.items():
-            times[name].append(_time_once(step))
-    return times
+    return interleaved_times(steps, repeats, warmup=warmup)
 
 
 def run() -> dict[str, str]:

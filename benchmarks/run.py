@@ -20,6 +20,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PAGE = HERE.parent / "book" / "performance.md"
+sys.path.insert(0, str(HERE))  # the bench scripts import the shared _timing helper
 
 
 def machine_block() -> str:
