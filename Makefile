@@ -16,7 +16,7 @@ NBVAL_OPTS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.c
               --nbval-cell-timeout=600 -p no:cacheprovider
 BOOK_OPTS  := -W -n --keep-going
 
-.PHONY: help setup book test lint unit nbval book-strict browser lab execute bench clean
+.PHONY: help setup book test lint unit nbval book-strict browser lab execute bench study clean
 
 help:
 	@echo "make book   set up .venv, then build the HTML book into _build/html"
@@ -25,6 +25,7 @@ help:
 	@echo "make lab    open the notebooks in JupyterLab"
 	@echo "make execute NB=notebooks/NN_topic.ipynb  re-run one notebook and store its outputs"
 	@echo "make bench  run the benchmarks and rewrite the tables of book/performance.md"
+	@echo "make study  run the full grid of chapter 10's study into book/study/ (resumable)"
 	@echo "make clean  remove _build, _extra and caches (keeps .venv)"
 
 # ---- set-up ---------------------------------------------------------------------------------
@@ -101,6 +102,10 @@ execute: setup
 
 bench: setup
 	$(PY) benchmarks/run.py
+
+# The full grid of chapter 10's study (about 15 minutes on 2 cores); resumes from its CSV.
+study: setup
+	$(PY) -m attnlab.study --grid full --out book/study
 
 clean:
 	rm -rf _build _extra .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,93 @@
+"""Tests of attnlab.tasks: every label is recomputed from the inputs by a plain loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnlab.tasks import IGNORE, TASKS, make_task, recall_task, reverse_task, shift_task
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(2, 12),
+    vocab=st.integers(1, 20),
+    data=st.data(),
+    seed=st.integers(0, 2**16),
+)
+def test_shift_labels_match_a_loop(n, vocab, data, seed):
+    offset = data.draw(st.integers(1, n - 1))
+    task = shift_task(5, n=n, vocab=vocab, offset=offset, seed=seed)
+    for x, y in zip(task.inputs, task.targets, strict=True):
+        for i in range(n):
+            expected = x[i - offset] if i >= offset else IGNORE
+            assert y[i] == expected
+    assert task.inputs.min() >= 0 and task.inputs.max() < vocab
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 12), vocab=st.integers(1, 20), seed=st.integers(0, 2**16))
+def test_reverse_labels_match_a_loop(n, vocab, seed):
+    task = reverse_task(4, n=n, vocab=vocab, seed=seed)
+    for x, y in zip(task.inputs, task.targets, strict=True):
+        assert [int(y[i]) for i in range(n)] == [int(x[n - 1 - i]) for i in range(n)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n_pairs=st.integers(1, 6),
+    n_queries=st.integers(1, 6),
+    extra_keys=st.integers(0, 4),
+    n_values=st.integers(1, 6),
+    seed=st.integers(0, 2**16),
+)
+def test_recall_labels_answer_every_query(n_pairs, n_queries, extra_keys, n_values, seed):
+    n_keys = n_pairs + extra_keys
+    task = recall_task(6, n_pairs, n_queries, n_keys, n_values, seed=seed)
+    assert task.vocab_in == n_keys * (n_values + 1) and task.vocab_out == n_values
+    for x, y in zip(task.inputs, task.targets, strict=True):
+        table = {}
+        for token in x[:n_pairs]:
+            assert 0 <= token < n_keys * n_values
+            key, value = divmod(int(token), n_values)
+            assert key not in table, "keys of one sequence must be distinct"
+            table[key] = value
+        assert (y[:n_pairs] == IGNORE).all()
+        for token, label in zip(x[n_pairs:], y[n_pairs:], strict=True):
+            key = int(token) - n_keys * n_values
+            assert key in table
+            assert label == table[key]
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_seeded_and_fixed_length(name):
+    a, b, c = make_task(name, 50, seed=7), make_task(name, 50, seed=7), make_task(name, 50, seed=8)
+    assert np.array_equal(a.inputs, b.inputs) and np.array_equal(a.targets, b.targets)
+    assert not np.array_equal(a.inputs, c.inputs)
+    assert a.inputs.shape == a.targets.shape == (50, 16)
+    assert a.inputs.dtype == a.targets.dtype == np.int64
+    labelled = a.targets[a.targets != IGNORE]
+    assert labelled.min() >= 0 and labelled.max() < a.vocab_out
+    assert a.inputs.min() >= 0 and a.inputs.max() < a.vocab_in
+
+
+def test_recall_uses_the_whole_value_alphabet():
+    task = recall_task(400, seed=0)
+    assert set(task.targets[task.targets != IGNORE].tolist()) == set(range(8))
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: shift_task(3, n=4, offset=4), "offset"),
+        (lambda: shift_task(0), "num"),
+        (lambda: reverse_task(3, n=0), "n"),
+        (lambda: recall_task(3, n_pairs=5, n_keys=4), "n_keys"),
+        (lambda: make_task("sort", 3), "unknown task"),
+    ],
+)
+def test_bad_arguments_raise(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
