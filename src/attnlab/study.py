@@ -57,10 +57,11 @@ class AttentionSpec:
 
     Attributes
     ----------
-    kind : {"sdpa", "luong", "gam"}
-        Scaled dot-product (multi-head), Luong's general score used as self-attention, GAM.
-    f : {"power", "poly"}
-        GAM's feature function (ignored by the other kinds).
+    kind : str
+        ``"sdpa"``, ``"luong"`` or ``"gam"``: scaled dot-product (multi-head), Luong's
+        general score used as self-attention, or GAM.
+    f : str
+        ``"power"`` or ``"poly"``: GAM's feature function (ignored by the other kinds).
     n1 : float
         GAM's power.
     degree : int or None
@@ -89,7 +90,8 @@ ATTENTIONS: dict[str, AttentionSpec] = {
     "gam-poly-b2": AttentionSpec("gam", f="poly", degree=2, n_brains=2),
 }
 
-#: Position modes: learned absolute positions added to the tokens, or relative positions only.
+#: How positions enter the model. ``"abs"`` adds learned absolute positions to the tokens,
+#: ``"rel"`` gives relative positions only.
 POSITIONS = ("abs", "rel")
 
 
@@ -97,10 +99,10 @@ class LuongSelfAttention(nn.Module):
     """Luong's general score as multi-head self-attention, optionally with Shaw's tables.
 
     Head ``a`` scores ``e_ij = x_i W_a (x_j + a^K_ij)ᵀ`` with a full ``W_a (d, d)`` (one
-    :class:`attnlab.nn.LuongAttention` ``"general"`` per head; no ``1/sqrt`` factor, as in
+    :class:`attnlab.nn.luong.LuongAttention` ``"general"`` per head; no ``1/sqrt`` factor, as in
     Luong et al.), mixes its value slice ``v_j + a^V_ij`` (width ``d / h``), and the heads are
     concatenated and projected. ``W_a`` starts with normal entries of standard deviation
-    :func:`attnlab.gam_init_std` ``(d)``, the same as GAM's ``B``, so that ``"luong"`` and
+    :func:`attnlab.gam.gam_init_std` ``(d)``, the same as GAM's ``B``, so that ``"luong"`` and
     ``"gam-p1"`` differ only in the random draw. Without ``rel_k`` there are no tables.
 
     Parameters
@@ -170,8 +172,9 @@ class LuongSelfAttention(nn.Module):
 class SelfAttentionSlot(nn.Module):
     """Adapter: any of the book's attention modules as ``forward(x, mask=None) -> (batch, s, d)``.
 
-    The modules of :mod:`attnlab.nn` return ``(out, weights)`` (or ``out`` only, for
-    :class:`~attnlab.nn.MultiHeadAttention` without ``need_weights``); the slot keeps ``out``.
+    The modules of ``attnlab.nn`` return ``(out, weights)`` (or ``out`` only, for
+    :class:`~attnlab.nn.multihead.MultiHeadAttention` without ``need_weights``); the slot
+    keeps ``out``.
 
     Shapes
     ------
@@ -263,7 +266,7 @@ class StudyModel(nn.Module):
         Sequence length.
     attention : str
         A key of :data:`ATTENTIONS`.
-    positions : {"abs", "rel"}
+    positions : str
         ``"abs"``: learned absolute position vectors are added to the token embeddings;
         ``"rel"``: no absolute positions, relative ones inside every attention layer.
     d, h, layers : int
@@ -366,7 +369,7 @@ class RunConfig:
         return tuple(str(getattr(self, f.name)) for f in fields(self))
 
 
-#: Columns of a results CSV: the run's configuration, then its measurements.
+#: The columns of a results CSV that describe a run's configuration.
 CONFIG_COLUMNS = tuple(f.name for f in fields(RunConfig))
 RESULT_COLUMNS = (
     "test_accuracy",
@@ -400,7 +403,7 @@ def run_one(config: RunConfig, chunk: int = 50) -> dict[str, str]:
 
     Returns
     -------
-    dict of str to str
+    dict
         The configuration and ``test_accuracy``, ``test_loss``, ``final_train_loss`` (mean
         of the last window of the curve), ``parameters``, ``ms_per_step``, ``seconds`` and
         ``curve`` (:data:`CURVE_POINTS` losses separated by spaces).
@@ -493,7 +496,7 @@ def read_results(path: str | os.PathLike) -> list[dict[str, str]]:
     Raises
     ------
     ValueError
-        If the header is not :data:`COLUMNS` (a CSV of some other layout).
+        If the header is not ``COLUMNS`` (a CSV of some other layout).
     """
     path = Path(path)
     if not path.exists():
@@ -670,7 +673,7 @@ def time_attentions(
 
     Returns
     -------
-    dict of str to float
+    dict
         Attention name → median milliseconds per step over ``rounds`` rounds.
 
     Examples

@@ -38,10 +38,10 @@ class TokenTask:
     ----------
     name : str
         The task's name (a key of :data:`TASKS`).
-    inputs : numpy.ndarray of int64
-        Input token ids in ``[0, vocab_in)``, shape ``(N, n)``.
-    targets : numpy.ndarray of int64
-        Label ids in ``[0, vocab_out)`` or :data:`IGNORE`, shape ``(N, n)``.
+    inputs : numpy.ndarray
+        Input token ids (int64) in ``[0, vocab_in)``, shape ``(N, n)``.
+    targets : numpy.ndarray
+        Label ids (int64) in ``[0, vocab_out)`` or :data:`IGNORE`, shape ``(N, n)``.
     vocab_in : int
         Number of input token ids.
     vocab_out : int

@@ -37,7 +37,7 @@ def _shaw_logits(answer: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarr
             for j in range(s):
                 row = min(max(j - i, -clip), clip) + clip
                 expected[i, j] = q[i] @ (k[j] + a_k[row]) / np.sqrt(d_k)
-        expect_close(answer(q, k, a_k), expected, on=f"s={s}, d_k={d_k}, clipping k={clip}")
+        expect_close(answer(q, k, a_k), expected, on=f"s={s}, d_k={d_k}, k_max={clip}")
     return "your logits equal Shaw et al.'s e_ij on 10 random cases."
 
 
@@ -53,4 +53,4 @@ def _quadratic_logits(answer: Callable[[int, int, float], np.ndarray]) -> str:
         expect_close(got, expected, on=f"s={s}, offset={offset}, alpha={alpha:.3f}")
         if not np.all(np.argmax(got, axis=1) == (np.arange(s) + offset) % s):
             raise ExerciseFailure(f"s={s}, offset={offset}: the largest logit is not the target")
-    return "your logits match -alpha (delta - offset)^2 with circular delta on 10 random cases."
+    return "your logits match -alpha (o - offset)^2 with circular offset o on 10 random cases."
