@@ -48,14 +48,14 @@ def _padding_mask(answer) -> str:
 
 @register("03.4")
 def _factorise(answer) -> str:
-    """``factorise(A, d_k)``: ``(W_Q, W_K)``, each ``(d, d_k)``, with ``W_Q @ W_K.T == A``."""
+    """``factorise(W_QK, d_k)``: ``(W_Q, W_K)``, each ``(d, d_k)``, with ``W_Q @ W_K.T == W_QK``."""
     rng = np.random.default_rng()
     for case in range(10):
         d = int(rng.integers(2, 9))
         d_k = int(rng.integers(1, d + 1))
-        rank = int(rng.integers(0, d_k + 1))  # rank 0 (A = 0) and rank < d_k included
+        rank = int(rng.integers(0, d_k + 1))  # rank 0 (W_QK = 0) and rank < d_k included
         a = rng.normal(size=(d, rank)) @ rng.normal(size=(rank, d))
-        on = f"case {case}: d={d}, d_k={d_k}, rank A={rank}"
+        on = f"case {case}: d={d}, d_k={d_k}, rank W_QK={rank}"
         got = answer(a.copy(), d_k)
         if not isinstance(got, (tuple, list)) or len(got) != 2:
             raise ExerciseFailure(f"on {on}: return a pair (W_Q, W_K), got {type(got).__name__}")
@@ -64,4 +64,4 @@ def _factorise(answer) -> str:
             if m.shape != (d, d_k):
                 raise ExerciseFailure(f"on {on}: {name} must have shape {(d, d_k)}, got {m.shape}")
         expect_close(w_q @ w_k.T, a, on=f"{on}, the product W_Q W_K^T", atol=1e-8)
-    return "W_Q W_K^T reproduces A (ranks 0..d_k, shapes (d, d_k)) on 10 random matrices"
+    return "W_Q W_K^T reproduces W_QK (ranks 0..d_k, shapes (d, d_k)) on 10 random matrices"
