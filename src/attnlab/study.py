@@ -593,6 +593,54 @@ def summary_markdown(rows: Iterable[dict[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def accuracy_markdown(rows: Iterable[dict[str, str]]) -> str:
+    """Test accuracy as compact tables: one per position mode, attentions × tasks.
+
+    Each cell is the mean ± sample standard deviation over seeds; ``—`` marks a combination
+    the rows do not contain.
+
+    Examples
+    --------
+    >>> rows = [
+    ...     {"task": "shift", "attention": "sdpa", "positions": "abs", "test_accuracy": a,
+    ...      "test_loss": "0.1", "parameters": "10", "ms_per_step": "1"}
+    ...     for a in ("0.5", "0.7")
+    ... ]
+    >>> print(accuracy_markdown(rows))
+    **Absolute positions** (test accuracy, mean ± std over 2 seeds)
+    <BLANKLINE>
+    | attention | shift |
+    |---|---|
+    | sdpa | 0.600 ± 0.141 |
+    <BLANKLINE>
+    """
+    summary = summarize(rows)
+    tasks = list(dict.fromkeys(str(g["task"]) for g in summary))
+    titles = {"abs": "Absolute positions", "rel": "Relative positions only"}
+    blocks = []
+    for positions in dict.fromkeys(str(g["positions"]) for g in summary):
+        groups = [g for g in summary if g["positions"] == positions]
+        seeds = sorted({int(g["seeds"]) for g in groups})
+        seed_text = str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]} to {seeds[-1]}"
+        lines = [
+            f"**{titles.get(positions, positions)}** (test accuracy, mean ± std over "
+            f"{seed_text} seeds)",
+            "",
+            "| attention | " + " | ".join(tasks) + " |",
+            "|---|" + "---|" * len(tasks),
+        ]
+        for attention in dict.fromkeys(str(g["attention"]) for g in groups):
+            cells = []
+            for task in tasks:
+                match = [g for g in groups if g["attention"] == attention and g["task"] == task]
+                cells.append(
+                    f"{match[0]['acc_mean']:.3f} ± {match[0]['acc_std']:.3f}" if match else "—"
+                )
+            lines.append(f"| {attention} | " + " | ".join(cells) + " |")
+        blocks.append("\n".join(lines) + "\n")
+    return "\n".join(blocks)
+
+
 def plot_curves(rows: Iterable[dict[str, str]], positions: str = "abs"):
     """One panel per task: the mean training-loss curve of each attention over its seeds.
 
@@ -734,7 +782,10 @@ def write_report(rows: Sequence[dict[str, str]], out: str | os.PathLike) -> list
     use_book_style()
     out = Path(out)
     written = [out / "summary.md"]
-    written[0].write_text(summary_markdown(rows), encoding="utf-8")
+    written[0].write_text(
+        accuracy_markdown(rows) + "\n**Every configuration**\n\n" + summary_markdown(rows),
+        encoding="utf-8",
+    )
     figures = {"accuracy.png": plot_accuracy(rows)}
     for positions in POSITIONS:
         figures[f"curves_{positions}.png"] = plot_curves(rows, positions)
