@@ -118,8 +118,12 @@ def test_mismatched_input_width_is_rejected():
 
 @pytest.mark.parametrize(
     ("x_shape", "k_shape", "pattern"),
-    [((5,), (3, 1, 1), "x must have shape"), ((5, 1), (3, 1), "kernel must have shape"),
-     ((0, 1), (1, 1, 1), "empty"), ((2, 1), (3, 1, 1), "wrap")],
+    [
+        ((5,), (3, 1, 1), "x must have shape"),
+        ((5, 1), (3, 1), "kernel must have shape"),
+        ((0, 1), (1, 1, 1), "empty"),
+        ((2, 1), (3, 1, 1), "wrap"),
+    ],
 )
 def test_bad_shapes_are_rejected(x_shape, k_shape, pattern):
     with pytest.raises(ValueError, match=pattern):

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -80,3 +81,23 @@ def test_nan_and_plus_infinity_are_rejected(bad):
 def test_empty_axis_is_rejected():
     with pytest.raises(ValueError, match="at least one logit"):
         softmax(np.zeros((2, 0)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    arrays(
+        np.float64,
+        st.tuples(st.integers(1, 4), st.integers(1, 6)),
+        elements=st.floats(-1e4, 1e4, allow_nan=False),
+    )
+)
+def test_matches_torch_softmax_for_large_logits(x):
+    # math.exp overflows here, so compare with PyTorch's (independently stable) softmax.
+    expected = torch.softmax(torch.from_numpy(x), dim=-1).numpy()
+    np.testing.assert_allclose(softmax(x), expected, rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize(("shape", "axis"), [((2, 3), 2), ((2, 3), -3), ((), -1)])
+def test_axis_out_of_range_is_rejected(shape, axis):
+    with pytest.raises(ValueError, match=r"axis .* out of range .*shape"):
+        softmax(np.zeros(shape), axis=axis)

@@ -42,7 +42,8 @@ def softmax(x: np.typing.ArrayLike, axis: int = -1) -> np.ndarray:
     Raises
     ------
     ValueError
-        If ``x`` contains NaN or ``+inf``, or is empty along ``axis``.
+        If ``x`` contains NaN or ``+inf``, ``axis`` is not one of its axes (a scalar has
+        none), or ``x`` is empty along ``axis``.
 
     Examples
     --------
@@ -56,7 +57,9 @@ def softmax(x: np.typing.ArrayLike, axis: int = -1) -> np.ndarray:
     x = as_float_array(x, "x")
     if np.isnan(x).any() or np.isposinf(x).any():
         raise ValueError("softmax logits contain NaN or +inf; only -inf (masked) is allowed")
-    if x.ndim == 0 or x.shape[axis] == 0:
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"axis {axis} is out of range for logits of shape {x.shape}")
+    if x.shape[axis] == 0:
         raise ValueError(f"softmax needs at least one logit along axis {axis}, got {x.shape}")
     top = np.max(x, axis=axis, keepdims=True)
     # A slice that is all -inf has top = -inf; shifting by 0 there leaves exp(-inf) = 0.

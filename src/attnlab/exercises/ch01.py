@@ -26,8 +26,11 @@ def _moving_average(answer: Callable[[int, int], np.ndarray]) -> str:
         window_means = np.array(
             [np.mean([x[(i + j) % s] for j in range(-half, half + 1)], axis=0) for i in range(s)]
         )
-        expect_close(local_context(x, kernel), window_means,
-                     on=f"a random sequence with s={s}, d={d}, C={half}")
+        expect_close(
+            local_context(x, kernel),
+            window_means,
+            on=f"a random sequence with s={s}, d={d}, C={half}",
+        )
     return "local_context with your kernel averages every window on 10 random sequences."
 
 
@@ -48,6 +51,9 @@ def _compose(answer: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> str:
                 f"for C1={c1}, C2={c2} expected a kernel of shape {expected_shape}, "
                 f"got {composed.shape}"
             )
-        expect_close(local_context(x, composed), local_context(local_context(x, k1), k2),
-                     on=f"C1={c1}, C2={c2}, s={s}, widths {d_in}->{d_mid}->{d_out}")
+        expect_close(
+            local_context(x, composed),
+            local_context(local_context(x, k1), k2),
+            on=f"C1={c1}, C2={c2}, s={s}, widths {d_in}->{d_mid}->{d_out}",
+        )
     return "one layer with your kernel equals the two-layer stack on 10 random cases."
