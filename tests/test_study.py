@@ -232,7 +232,22 @@ def test_summary_mean_and_sample_std():
 def test_named_grids():
     full, reduced = grid("full"), grid("reduced")
     assert len(full) == 3 * len(ATTENTIONS) * 2 * 3 and len(set(full)) == len(full)
-    assert set(reduced) <= {c for c in reduced} and len(set(reduced)) == len(reduced)
+    assert {(c.task, c.attention, c.positions, c.seed) for c in full} == {
+        (t, a, p, s)
+        for t in ("shift", "recall", "reverse")
+        for a in ATTENTIONS
+        for p in ("abs", "rel")
+        for s in (0, 1, 2)
+    }
+    assert {c.steps for c in full} == {500} and {c.steps for c in reduced} == {150}
+    assert {(c.task, c.attention, c.positions, c.seed) for c in reduced} == {
+        (t, a, p, s)
+        for t in ("shift", "recall", "reverse")
+        for a in ("sdpa", "gam-p1", "gam-p2")
+        for p in ("abs", "rel")
+        for s in (0, 1)
+    }
+    assert len(reduced) == 36
     with pytest.raises(ValueError, match="unknown grid"):
         grid("huge")
 
