@@ -240,7 +240,12 @@ def make_attention(
 
 
 class Block(nn.Module):
-    """Pre-norm transformer block: ``x + attn(LN(x))``, then ``x + MLP(LN(x))``."""
+    """Pre-norm transformer block: ``x + attn(LN(x))``, then ``x + MLP(LN(x))``.
+
+    Shapes
+    ------
+    ``x (batch, s, d)`` → ``(batch, s, d)``; the MLP is ``d → mlp_ratio·d → d`` (GELU).
+    """
 
     def __init__(self, attention: nn.Module, d: int, mlp_ratio: int = 2) -> None:
         super().__init__()
@@ -326,13 +331,27 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def task_loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
-    """Mean cross-entropy over the labelled positions of a batch ``(inputs, targets)``."""
-    inputs, targets = batch
-    logits = model(inputs)
+def token_cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
+    """Mean cross-entropy over the labelled positions (targets that are not ``IGNORE``).
+
+    Shapes
+    ------
+    ``logits (batch, n, vocab_out)``, ``targets (batch, n)`` → scalar.
+    """
     return nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE
     )
+
+
+def task_loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
+    """Mean cross-entropy of ``model`` over the labelled positions of ``(inputs, targets)``.
+
+    Shapes
+    ------
+    ``inputs (batch, n)``, ``targets (batch, n)`` → scalar.
+    """
+    inputs, targets = batch
+    return token_cross_entropy(model(inputs), targets)
 
 
 @torch.no_grad()
@@ -341,9 +360,7 @@ def evaluate(model: nn.Module, task: TokenTask) -> tuple[float, float]:
     model.eval()
     inputs, targets = torch.as_tensor(task.inputs), torch.as_tensor(task.targets)
     logits = model(inputs)
-    loss = nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE
-    )
+    loss = token_cross_entropy(logits, targets)
     labelled = targets != IGNORE
     correct = (logits.argmax(-1) == targets) & labelled
     return float(loss), float(correct.sum() / labelled.sum())
