@@ -82,7 +82,10 @@ def graded(tmp_path_factory):
     submissions = root / "submissions"
     shutil.copytree(FIXTURES / "submissions", submissions)
     (submissions / "dave").mkdir()
-    shutil.copy(COURSEWORK / "hw_checks.py", submissions / "dave")
+    # Every student received the assignment's check module with the notebook; the repository
+    # keeps one copy of it (in coursework/) and hands it out here.
+    for folder in submissions.iterdir():
+        shutil.copy(COURSEWORK / "hw_checks.py", folder)
     text = (submissions / "alice" / NAME).read_text()
     (submissions / "dave" / NAME).write_text(text[: len(text) // 2])  # cut off mid-JSON
     # erin's file carries an error output from her own session in the check cell after her
