@@ -35,6 +35,15 @@ def outputs_and_grads(fn, q, k, v, upstream):
     return out.detach(), grads
 
 
+def assert_same_forward_and_backward(ours_fn, ref_fn, q, k, v, upstream):
+    """Outputs and the gradients w.r.t. q, k, v agree to 1e-10 (float64)."""
+    ours, g_ours = outputs_and_grads(ours_fn, q, k, v, upstream)
+    ref, g_ref = outputs_and_grads(ref_fn, q, k, v, upstream)
+    torch.testing.assert_close(ours, ref, rtol=0, atol=1e-10)
+    for name, a, b in zip("qkv", g_ours, g_ref, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-10, msg=f"gradient of {name}")
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_forward_and_backward_match_torch(seed):
     rng = np.random.default_rng(seed)
@@ -43,15 +52,14 @@ def test_forward_and_backward_match_torch(seed):
     scale = [None, 0.3, 1.7][seed % 3]
     q, k, v = random_qkv(seed, batch, s_q, s_k, d_k, d_v)
     upstream = torch.randn(*batch, s_q, d_v, dtype=f64)
-    ours, g_ours = outputs_and_grads(
-        lambda *a: scaled_dot_product_attention(*a, scale=scale)[0], q, k, v, upstream
+    assert_same_forward_and_backward(
+        lambda *a: scaled_dot_product_attention(*a, scale=scale)[0],
+        lambda *a: F.scaled_dot_product_attention(*a, scale=scale),
+        q,
+        k,
+        v,
+        upstream,
     )
-    ref, g_ref = outputs_and_grads(
-        lambda *a: F.scaled_dot_product_attention(*a, scale=scale), q, k, v, upstream
-    )
-    torch.testing.assert_close(ours, ref, rtol=0, atol=1e-10)
-    for name, a, b in zip("qkv", g_ours, g_ref, strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=1e-10, msg=f"gradient of {name}")
 
 
 @pytest.mark.parametrize("mask_shape", [(7,), (1, 7), (5, 7), (3, 1, 7), (2, 3, 5, 7)])
@@ -62,30 +70,28 @@ def test_masks_match_torch_forward_and_backward(mask_shape):
     mask[..., 0] = True
     full_mask = mask.expand(2, 3, 5, 7)
     upstream = torch.randn(2, 3, 5, 3, dtype=f64, generator=g)
-    ours, g_ours = outputs_and_grads(
-        lambda *a: scaled_dot_product_attention(*a, mask=mask)[0], q, k, v, upstream
+    assert_same_forward_and_backward(
+        lambda *a: scaled_dot_product_attention(*a, mask=mask)[0],
+        lambda *a: F.scaled_dot_product_attention(*a, attn_mask=full_mask),
+        q,
+        k,
+        v,
+        upstream,
     )
-    ref, g_ref = outputs_and_grads(
-        lambda *a: F.scaled_dot_product_attention(*a, attn_mask=full_mask), q, k, v, upstream
-    )
-    torch.testing.assert_close(ours, ref, rtol=0, atol=1e-10)
-    for a, b in zip(g_ours, g_ref, strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
 
 
 def test_causal_mask_matches_is_causal():
     q, k, v = random_qkv(3, (4,), 6, 6, 5, 2)
     causal = torch.ones(6, 6, dtype=torch.bool).tril()
     upstream = torch.randn(4, 6, 2, dtype=f64)
-    ours, g_ours = outputs_and_grads(
-        lambda *a: scaled_dot_product_attention(*a, mask=causal)[0], q, k, v, upstream
+    assert_same_forward_and_backward(
+        lambda *a: scaled_dot_product_attention(*a, mask=causal)[0],
+        lambda *a: F.scaled_dot_product_attention(*a, is_causal=True),
+        q,
+        k,
+        v,
+        upstream,
     )
-    ref, g_ref = outputs_and_grads(
-        lambda *a: F.scaled_dot_product_attention(*a, is_causal=True), q, k, v, upstream
-    )
-    torch.testing.assert_close(ours, ref, rtol=0, atol=1e-10)
-    for a, b in zip(g_ours, g_ref, strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
 
 
 def test_gradcheck_float64_with_mask_and_a_fully_masked_row():

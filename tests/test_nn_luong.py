@@ -9,8 +9,8 @@ import torch
 from attnlab import luong_attention
 from attnlab.data import date_task
 from attnlab.nn import LuongAttention, LuongSeq2Seq
-from attnlab.nn.luong import count_parameters, exact_match, seq2seq_loss, task_tensors
-from attnlab.train import tensor_batches, train
+from attnlab.nn.luong import exact_match, seq2seq_loss, task_tensors
+from attnlab.train import count_parameters, tensor_batches, train
 
 SIZES = {"dot": (4, 4), "scaled": (4, 4), "general": (3, 5), "concat": (3, 5)}
 

@@ -303,18 +303,7 @@ def shaw_attention(
     logits = q @ np.swapaxes(k, -1, -2) + np.einsum("...id,ijd->...ij", q, rel_k)
     logits = (logits / np.sqrt(q.shape[-1])).astype(dtype, copy=False)
     if mask is not None:
-        m = np.asarray(mask)
-        if m.dtype != np.bool_:
-            raise ValueError(f"mask must be boolean (True = may attend), got dtype {m.dtype}")
-        try:
-            full = np.broadcast_shapes(m.shape, logits.shape)
-        except ValueError:
-            full = None
-        if full != logits.shape:
-            raise ValueError(
-                f"mask of shape {m.shape} does not broadcast to the logits {logits.shape}"
-            )
-        logits = np.where(m, logits, -np.inf)
+        logits = np.where(_check_mask(mask, logits.shape), logits, -np.inf)
     weights = softmax(logits, axis=-1)
     out = weights @ v + np.einsum("...ij,ijd->...id", weights, rel_v)
     return out.astype(dtype, copy=False), weights

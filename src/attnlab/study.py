@@ -46,9 +46,10 @@ from attnlab.nn import (
     MultiHeadAttention,
     ShawRelativeAttention,
 )
+from attnlab.nn.attention import masked_softmax
 from attnlab.positions import relative_position_index
 from attnlab.tasks import IGNORE, TASKS, TokenTask, make_task
-from attnlab.train import train
+from attnlab.train import count_parameters, train
 
 
 @dataclass(frozen=True)
@@ -157,11 +158,7 @@ class LuongSelfAttention(nn.Module):
             logits = head.scores(x, x)  # (batch, s, s): x_i · (W_a x_j)
             if self.rel_k is not None:
                 logits = logits + torch.einsum("bid,ijd->bij", x, head.w(a_k))
-            if mask is not None:
-                logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
-            weights = torch.softmax(logits, dim=-1)
-            if mask is not None:
-                weights = weights * mask
+            weights = masked_softmax(logits, mask)
             z = weights @ v[:, :, a]
             if self.rel_k is not None:
                 z = z + torch.einsum("bij,ijd->bid", weights, a_v)
@@ -324,11 +321,6 @@ class StudyModel(nn.Module):
         for block in self.blocks:
             x = block(x)
         return self.readout(self.norm(x))
-
-
-def count_parameters(model: nn.Module) -> int:
-    """Number of trainable scalars of ``model``."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def token_cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:

@@ -149,3 +149,16 @@ def train(
     bar.close()
     model.eval()
     return history
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of trainable parameters (scalars) of ``module``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnlab.train import count_parameters
+    >>> count_parameters(torch.nn.Linear(3, 2))      # 3 * 2 weights + 2 biases
+    8
+    """
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)

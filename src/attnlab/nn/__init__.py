@@ -5,7 +5,11 @@ Modules follow torch conventions: ``batch_first`` tensors of shape ``(batch, s, 
 ``(in, out)`` matrices are explicit.
 """
 
-from attnlab.nn.attention import ScaledDotProductAttention, scaled_dot_product_attention
+from attnlab.nn.attention import (
+    ScaledDotProductAttention,
+    masked_softmax,
+    scaled_dot_product_attention,
+)
 from attnlab.nn.gam import GeneralizedAttention, gam_logits, signed_power
 from attnlab.nn.luong import LuongAttention, LuongSeq2Seq
 from attnlab.nn.multihead import AttentionHead, MultiHeadAttention, to_torch_attn_mask
@@ -14,6 +18,7 @@ from attnlab.nn.positions import GAMRelativeAttention, ShawRelativeAttention
 __all__: list[str] = [
     "scaled_dot_product_attention",
     "ScaledDotProductAttention",
+    "masked_softmax",
     "AttentionHead",
     "MultiHeadAttention",
     "to_torch_attn_mask",

@@ -58,6 +58,50 @@ def _check_mask(mask: Tensor, logits_shape: torch.Size) -> None:
         )
 
 
+def masked_softmax(logits: Tensor, mask: Tensor | None) -> Tensor:
+    """Softmax over the last axis (the keys) with the book's boolean mask.
+
+    Masked keys (``False``) get weight exactly 0, and a query whose keys are all masked gets a
+    row of zeros instead of NaN. The most negative finite number, not ``-inf``, is written into
+    the masked logits: softmax of an all ``-inf`` row would be 0/0 = NaN in the forward and the
+    backward pass; multiplying by the mask then zeroes that row exactly and cuts its gradient.
+
+    Parameters
+    ----------
+    logits : torch.Tensor
+        Attention logits.
+    mask : torch.Tensor of bool or None
+        ``True`` where a query may attend; broadcastable to ``logits``. ``None``: plain softmax.
+
+    Returns
+    -------
+    torch.Tensor
+        The weights, same shape as ``logits``.
+
+    Shapes
+    ------
+    ``logits (..., s_q, s_k)``, ``mask`` broadcastable to it → ``(..., s_q, s_k)``.
+
+    Raises
+    ------
+    ValueError
+        If ``mask`` is not boolean or does not broadcast to the logits.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnlab.nn.attention import masked_softmax
+    >>> masked_softmax(torch.zeros(2, 3), torch.tensor([[True, True, False], [False] * 3]))
+    tensor([[0.5000, 0.5000, 0.0000],
+            [0.0000, 0.0000, 0.0000]])
+    """
+    if mask is None:
+        return torch.softmax(logits, dim=-1)
+    _check_mask(mask, logits.shape)
+    logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
+    return torch.softmax(logits, dim=-1) * mask
+
+
 def scaled_dot_product_attention(
     q: Tensor,
     k: Tensor,
@@ -115,15 +159,7 @@ def scaled_dot_product_attention(
         raise ValueError(f"scale must be a positive finite number, got {scale!r}")
     # Scaling the queries (s_q·d_k numbers) is cheaper than scaling the logits (s_q·s_k).
     logits = (q * scale) @ k.transpose(-2, -1)
-    if mask is None:
-        weights = torch.softmax(logits, dim=-1)
-        return weights @ v, weights
-    _check_mask(mask, logits.shape)
-    # The most negative finite number instead of -inf keeps a fully-masked row finite
-    # (softmax of all -inf would be 0/0 = NaN, in the forward and the backward pass);
-    # multiplying by the mask then zeroes that row exactly and cuts its gradient.
-    logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
-    weights = torch.softmax(logits, dim=-1) * mask
+    weights = masked_softmax(logits, mask)
     return weights @ v, weights
 
 

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.gam import gam_init_std
+from attnlab.nn.attention import masked_softmax
 
 
 def signed_power(x: Tensor, n1: float) -> Tensor:
@@ -279,11 +280,8 @@ class GeneralizedAttention(nn.Module):
                     f"mask of shape {tuple(mask.shape)} does not broadcast to (batch, n, n) = "
                     f"{(batch, n, n)}"
                 )
-            m = mask.unsqueeze(-3).unsqueeze(-3)  # (batch or 1, 1, 1, n, n): lines up with eps
-            eps = eps.masked_fill(~m, torch.finfo(eps.dtype).min)
-            psi = torch.softmax(eps, dim=-1) * m
-        else:
-            psi = torch.softmax(eps, dim=-1)
+            mask = mask.unsqueeze(-3).unsqueeze(-3)  # (batch or 1, 1, 1, n, n), like eps
+        psi = masked_softmax(eps, mask)
         phi = torch.einsum("bhinm,hi->bhnm", psi, self.mix_weights.to(psi.dtype))
         v = self.value(y).reshape(batch, n, self.h, self.d // self.h).transpose(1, 2)
         z = (phi @ v).transpose(1, 2).reshape(batch, n, self.d)

@@ -25,6 +25,8 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.data import BOS_ID, PAD_ID, SequenceTask, date_task
+from attnlab.nn.attention import masked_softmax
+from attnlab.train import count_parameters
 
 #: The score names :class:`LuongAttention` accepts.
 SCORES = ("dot", "scaled", "general", "concat")
@@ -179,17 +181,15 @@ class LuongAttention(nn.Module):
                 f"got {tuple(values.shape)}"
             )
         logits = self.scores(query, keys)
-        if key_mask is None:
-            weights = torch.softmax(logits, dim=-1)
-        else:
+        mask = None
+        if key_mask is not None:
             if key_mask.dtype != torch.bool or key_mask.shape != keys.shape[:2]:
                 raise ValueError(
                     f"key_mask must be a bool tensor of shape (B, m) = {tuple(keys.shape[:2])}, "
                     f"got {key_mask.dtype} {tuple(key_mask.shape)}"
                 )
             mask = key_mask.unsqueeze(1)  # (B, 1, m): the same keys for every query
-            logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
-            weights = torch.softmax(logits, dim=-1) * mask
+        weights = masked_softmax(logits, mask)
         return weights @ values, weights
 
     def column_weights(self) -> dict[str, object]:
@@ -362,19 +362,6 @@ def exact_match(model: LuongSeq2Seq, task: SequenceTask) -> float:
     tokens, _ = model.greedy(src, src_lengths, steps=tgt_out.shape[1])
     correct = ((tokens == tgt_out) | (tgt_out == PAD_ID)).all(dim=1)
     return correct.float().mean().item()
-
-
-def count_parameters(module: nn.Module) -> int:
-    """Number of trainable parameters (scalars) of ``module``.
-
-    Examples
-    --------
-    >>> import torch
-    >>> from attnlab.nn.luong import count_parameters
-    >>> count_parameters(torch.nn.Linear(3, 2))      # 3 * 2 weights + 2 biases
-    8
-    """
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
 def _main() -> None:  # pragma: no cover - a long run, exercised by hand

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.gam import gam_init_std
+from attnlab.nn.attention import masked_softmax
 from attnlab.nn.gam import GeneralizedAttention, gam_logits
 from attnlab.positions import relative_position_index
 
@@ -38,15 +39,6 @@ def _prepare_mask(mask: Tensor, logits_shape: torch.Size) -> Tensor:
             f"(batch, h, s, s) broadcastable to the logits {tuple(logits_shape)}"
         )
     return mask
-
-
-def masked_softmax(logits: Tensor, mask: Tensor | None) -> Tensor:
-    """Softmax over the last axis; masked keys get weight 0 and fully-masked rows are all 0."""
-    if mask is None:
-        return torch.softmax(logits, dim=-1)
-    mask = _prepare_mask(mask, logits.shape)
-    logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
-    return torch.softmax(logits, dim=-1) * mask
 
 
 class ShawRelativeAttention(nn.Module):
@@ -148,6 +140,8 @@ class ShawRelativeAttention(nn.Module):
         q, k, v = self._split(self.w_q(x)), self._split(self.w_k(x)), self._split(self.w_v(x))
         a_k, a_v = self.relative_tables(s)
         logits = q @ k.transpose(-2, -1) + torch.einsum("bhid,ijd->bhij", q, a_k)
+        if mask is not None:
+            mask = _prepare_mask(mask, logits.shape)
         weights = masked_softmax(logits / math.sqrt(self.d_k), mask)
         z = weights @ v + torch.einsum("bhij,ijd->bhid", weights, a_v)
         out = self.w_o(z.transpose(1, 2).reshape(batch, s, self.d))
