@@ -23,7 +23,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CHAPTERS = ("01_local_context", "02_dot_product_attention", "03_self_attention")
+CHAPTERS = (
+    "01_local_context",
+    "02_dot_product_attention",
+    "03_self_attention",
+    "07_luong_attention",
+)
 COMPARISONS = {"allclose", "array_equal", "isclose", "equal", "array_equiv"}
 ERRATUM_LABEL = re.compile(r"^\(err-[\w-]+\)=", re.M)
 
