@@ -147,3 +147,28 @@ def test_the_checks_can_fail():
     assert silent_error_demos(loud) == []
     colab = "try:\n    import attnlab\nexcept ImportError:\n    %pip install attnlab\n"
     assert silent_error_demos(colab) == []
+
+
+#: Library internals a chapter may use only after saying, in its own prose, what they are.
+EXPLAIN_BEFORE_USE = ("in_proj_weight", "in_proj_bias", "out_proj")
+
+
+def used_before_explained(stem: str) -> list[str]:
+    """Names of ``EXPLAIN_BEFORE_USE`` that a code cell uses before any markdown cell names them."""
+    nb = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
+    explained: set[str] = set()
+    problems = []
+    for cell in nb["cells"]:
+        text = "".join(cell["source"])
+        found = {name for name in EXPLAIN_BEFORE_USE if re.search(rf"\b{name}\b", text)}
+        if cell["cell_type"] == "markdown":
+            explained |= found
+        else:
+            problems += sorted(found - explained)
+    return problems
+
+
+@pytest.mark.parametrize("stem", CHAPTERS)
+def test_packed_library_internals_are_explained_before_use(stem):
+    """Issue 14: chapter 03 used ``in_proj_weight`` two chapters before chapter 05 explained it."""
+    assert not used_before_explained(stem), f"{stem}: explain {used_before_explained(stem)} first"
