@@ -239,8 +239,8 @@ def shape_flow(
         Where to draw.
     stages : sequence of (str, sequence of str, sequence of int)
         Tensor name, its axes in symbols, its actual shape (``array.shape``).
-    sizes : dict of str to int
-        The value of every symbol, e.g. ``{"s": 5, "d": 8, "h": 2, "d_k": 4}``.
+    sizes : dict
+        The integer value of every symbol, e.g. ``{"s": 5, "d": 8, "h": 2, "d_k": 4}``.
     arrows : sequence of str, optional
         Labels of the operations between consecutive stages.
 
