@@ -11,7 +11,8 @@ from torch.nn import functional as F
 from attnlab import gam_relative_attention
 from attnlab import gam_relative_vectors as np_gam_relative_vectors
 from attnlab.nn import GAMRelativeAttention, ShawRelativeAttention
-from attnlab.nn.positions import REL_EMBEDDINGS, combine_geometric, gam_relative_vectors
+from attnlab.nn.positions import combine_geometric, gam_relative_vectors
+from attnlab.nn.positions.gam_relative import REL_EMBEDDINGS
 
 
 def shaw_loop(layer: ShawRelativeAttention, x: np.ndarray, mask=None) -> np.ndarray:
