@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab._validate import as_float_array, require_ndim
-from attnlab.positions._sizes import _check_size
+from attnlab._validate import as_float_array, check_float, check_int, require_ndim
 from attnlab.softmax import softmax
 
 
@@ -33,7 +32,7 @@ def circular_offsets(s: int) -> np.ndarray:
            [-2, -1,  0,  1],
            [ 1, -2, -1,  0]])
     """
-    s = _check_size(s, "s", 1)
+    s = check_int(s, "s", 1)
     idx = np.arange(s)
     return (idx[None, :] - idx[:, None] + s // 2) % s - s // 2
 
@@ -83,6 +82,8 @@ def convolution_attention_params(
     ValueError
         If the kernel is not 3-D with an odd number of offsets, ``2C+1 > s``, or ``alpha`` is
         not a positive finite number.
+    TypeError
+        If ``s`` is not an integer or ``alpha`` not a real number (a bool is neither).
 
     Examples
     --------
@@ -97,7 +98,7 @@ def convolution_attention_params(
     """
     kernel = as_float_array(kernel, "kernel")
     require_ndim(kernel, "kernel", 3, "(2C+1, d_in, d_out)")
-    s = _check_size(s, "s", 1)
+    s = check_int(s, "s", 1)
     h, _, d_out = kernel.shape
     if h % 2 == 0:
         raise ValueError(f"kernel must have an odd number 2C+1 of offsets, got {kernel.shape}")
@@ -106,14 +107,14 @@ def convolution_attention_params(
             f"kernel has {h} offsets but the sequence has only s={s} tokens (offsets would "
             "wrap onto each other)"
         )
-    if alpha is not None and not (np.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"alpha must be a positive finite number (or None), got {alpha}")
+    if alpha is not None:
+        alpha = check_float(alpha, "alpha (None for the hard version)")
     offsets = np.arange(h) - h // 2  # (h,)
     delta = circular_offsets(s)[None, :, :] - offsets[:, None, None]  # (h, s, s)
     if alpha is None:
         logits = np.where(delta == 0, 0.0, -np.inf)
     else:
-        logits = -float(alpha) * delta.astype(np.float64) ** 2
+        logits = -alpha * delta.astype(np.float64) ** 2
     w_o = np.tile(np.eye(d_out, dtype=kernel.dtype), (h, 1))
     return logits.astype(kernel.dtype), kernel.copy(), w_o
 

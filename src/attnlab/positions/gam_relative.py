@@ -13,7 +13,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from attnlab._validate import as_float_array
+from attnlab._validate import (
+    as_float_array,
+    check_float,
+    require_finite,
+    require_finite_logits,
+)
 from attnlab.attention import _check_mask
 from attnlab.gam import check_mix, gam_attention, gam_logits
 from attnlab.softmax import softmax
@@ -44,8 +49,8 @@ def gam_relative_vectors(positions: np.typing.ArrayLike) -> np.ndarray:
     Raises
     ------
     ValueError
-        If ``positions`` is not a non-empty 1-D array of integers, or is not strictly
-        increasing (a repeated or out-of-order position has no "elements between").
+        If ``positions`` is not a non-empty 1-D array of integers (that fit in ``int64``), or
+        is not strictly increasing (the book's rule: tokens in corpus order, see chapter 09).
 
     Examples
     --------
@@ -60,6 +65,12 @@ def gam_relative_vectors(positions: np.typing.ArrayLike) -> np.ndarray:
         raise ValueError(f"positions must be a non-empty 1-D array (n,), got shape {p.shape}")
     if not np.issubdtype(p.dtype, np.integer):
         raise ValueError(f"positions must be integers (corpus indices), got dtype {p.dtype}")
+    if p.dtype == np.uint64 and int(p.max()) > np.iinfo(np.int64).max:
+        raise ValueError(
+            f"positions must fit in int64 (corpus indices), got {int(p.max())} in dtype uint64"
+        )
+    # In int64, so that an unsigned difference cannot wrap around (uint8: 1 - 3 = 254 > 0).
+    p = p.astype(np.int64)
     steps = np.diff(p)
     if np.any(steps <= 0):
         bad = int(np.argmax(steps <= 0))
@@ -67,7 +78,6 @@ def gam_relative_vectors(positions: np.typing.ArrayLike) -> np.ndarray:
             "positions must be strictly increasing (tokens in corpus order, no repeats); "
             f"got positions[{bad}]={p[bad]} then positions[{bad + 1}]={p[bad + 1]}"
         )
-    p = p.astype(np.int64)
     return np.abs(p[:, None] - p[None, :]) + 1
 
 
@@ -119,7 +129,8 @@ def gam_position_weights(
     ------
     ValueError
         As :func:`attnlab.gam.gam_logits`, on a ``W^S`` that is negative or does not sum to one,
-        or on a bad mask.
+        on a bad mask, on non-finite ``p`` or ``b_p``, or on position logits ``δ`` that
+        overflow the dtype (easy in float16; the softmax would read them as masked keys).
 
     Examples
     --------
@@ -130,12 +141,25 @@ def gam_position_weights(
     array([[0.75, 0.25],
            [0.25, 0.75]])
     """
-    delta = gam_logits(p, b_p, f=f, n1=n1, coeffs=coeffs)  # (N_B, n, n)
+    p, b_p = as_float_array(p, "p"), as_float_array(b_p, "b_p")
+    require_finite(p, "p")
+    require_finite(b_p, "b_p")
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported just below
+        delta = gam_logits(p, b_p, f=f, n1=n1, coeffs=coeffs)  # (N_B, n, n)
+    require_finite_logits(delta, what="position logits δ")  # finite inputs: an overflow
     w_s = check_mix(mix_s, delta.shape[0])
     if mask is not None:
         delta = np.where(_check_mask(mask, delta.shape[1:]), delta, -np.inf)
     xi = softmax(delta, axis=-1)
     return np.tensordot(w_s.astype(xi.dtype, copy=False), xi, axes=1)
+
+
+def _check_c1(c1: float) -> float:
+    """``c1`` as a float strictly between 0 and 1 (eq. 20), or raise."""
+    c1 = check_float(c1, "c1", positive=False)
+    if not 0.0 < c1 < 1.0:
+        raise ValueError(f"c1 must lie strictly between 0 and 1 (eq. 20), got c1={c1}")
+    return c1
 
 
 def combine_linear(z: np.typing.ArrayLike, pi: np.typing.ArrayLike, c1: float) -> np.ndarray:
@@ -153,6 +177,8 @@ def combine_linear(z: np.typing.ArrayLike, pi: np.typing.ArrayLike, c1: float) -
     ------
     ValueError
         If ``c1`` is not strictly between 0 and 1, or the shapes differ.
+    TypeError
+        If ``c1`` is not a real number (a bool is not).
 
     Examples
     --------
@@ -163,8 +189,7 @@ def combine_linear(z: np.typing.ArrayLike, pi: np.typing.ArrayLike, c1: float) -
     z, pi = as_float_array(z, "z"), as_float_array(pi, "pi")
     if z.shape != pi.shape:
         raise ValueError(f"z and pi must have the same shape, got {z.shape} and {pi.shape}")
-    if not (np.isfinite(c1) and 0.0 < c1 < 1.0):
-        raise ValueError(f"c1 must lie strictly between 0 and 1 (eq. 20), got c1={c1}")
+    c1 = _check_c1(c1)
     return c1 * z + (1.0 - c1) * pi
 
 
@@ -292,8 +317,8 @@ def gam_relative_attention(
         )
     if combine not in ("linear", "geometric"):
         raise ValueError(f'combine must be "linear" or "geometric", got {combine!r}')
-    if combine == "linear" and not (np.isfinite(c1) and 0.0 < c1 < 1.0):
-        raise ValueError(f"c1 must lie strictly between 0 and 1 (eq. 20), got c1={c1}")
+    if combine == "linear":
+        c1 = _check_c1(c1)
     z, phi = gam_attention(y, b, w_v, f=f, n1=n1, coeffs=coeffs, mix=mix, mask=mask)
     theta = gam_position_weights(p, b_p, f=f, n1=n1, coeffs=coeffs, mix_s=mix_s, mask=mask)
     pi = theta @ (y @ as_float_array(w_v, "w_v"))

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab._validate import as_float_array, require_finite, require_ndim
+from attnlab._validate import (
+    as_float_array,
+    check_int,
+    require_finite,
+    require_finite_logits,
+    require_ndim,
+)
 from attnlab.attention import _check_mask
-from attnlab.positions._sizes import _check_size
 from attnlab.softmax import softmax
 
 
@@ -39,7 +44,9 @@ def relative_position_index(n: int, k_max: int) -> np.ndarray:
     Raises
     ------
     ValueError
-        If ``n < 1`` or ``k_max < 0`` (or either is not an integer).
+        If ``n < 1`` or ``k_max < 0``.
+    TypeError
+        If ``n`` or ``k_max`` is not an integer (a bool or a float is not).
 
     Examples
     --------
@@ -50,8 +57,8 @@ def relative_position_index(n: int, k_max: int) -> np.ndarray:
            [0, 0, 1, 2],
            [0, 0, 0, 1]])
     """
-    n = _check_size(n, "n", 1)
-    k_max = _check_size(k_max, "k_max (the clipping distance)", 0)
+    n = check_int(n, "n", 1)
+    k_max = check_int(k_max, "k_max (the clipping distance)", 0)
     positions = np.arange(n)
     distance = positions[None, :] - positions[:, None]  # [i, j] = j - i
     return np.clip(distance, -k_max, k_max) + k_max
@@ -121,8 +128,9 @@ def shaw_attention(
     ------
     ValueError
         On mismatched shapes (queries, keys and values must share the length ``s``; tables
-        must have an odd number of rows and the heads' widths), a non-boolean mask, or
-        non-finite input.
+        must have an odd number of rows and the heads' widths), a non-boolean mask,
+        non-finite input, or logits that overflow the dtype (easy in float16, whose largest
+        number is 65504; without this check the softmax would read them as masked keys).
 
     Examples
     --------
@@ -154,8 +162,10 @@ def shaw_attention(
     index = relative_position_index(s, clip)
     rel_k, rel_v = a_k[index], a_v[index]  # (s, s, d_k), (s, s, d_v)
     dtype = np.result_type(q, k, v, a_k, a_v)
-    logits = q @ np.swapaxes(k, -1, -2) + np.einsum("...id,ijd->...ij", q, rel_k)
-    logits = (logits / np.sqrt(q.shape[-1])).astype(dtype, copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported just below
+        logits = q @ np.swapaxes(k, -1, -2) + np.einsum("...id,ijd->...ij", q, rel_k)
+        logits = (logits / np.sqrt(q.shape[-1])).astype(dtype, copy=False)
+    require_finite_logits(logits)  # the inputs are finite: a non-finite logit is an overflow
     if mask is not None:
         logits = np.where(_check_mask(mask, logits.shape), logits, -np.inf)
     weights = softmax(logits, axis=-1)

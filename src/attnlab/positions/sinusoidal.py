@@ -9,7 +9,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.positions._sizes import _check_size
+from attnlab._validate import check_float, check_int
+
+
+def _check_d_base(d: int, base: float) -> tuple[int, float]:
+    """Validate the width ``d`` (even, ``>= 2``) and the wavelength ``base`` (finite, ``> 1``)."""
+    d = check_int(d, "d", 2)
+    if d % 2:
+        raise ValueError(
+            f"d must be even for the interleaved sine/cosine layout (pairs of columns), got d={d}"
+        )
+    base = check_float(base, "base", positive=False)
+    if not base > 1:
+        raise ValueError(f"base must be a finite number > 1, got {base}")
+    return d, base
 
 
 def _sinusoid_frequencies(d: int, base: float) -> np.ndarray:
@@ -44,7 +57,11 @@ def sinusoidal_positions(n: int, d: int, base: float = 10000.0) -> np.ndarray:
     Raises
     ------
     ValueError
-        If ``d`` is odd or not positive, ``n`` is negative, or ``base <= 1``.
+        If ``d`` is odd or not positive, ``n`` is negative, or ``base`` is not a finite
+        number ``> 1``.
+    TypeError
+        If ``n`` or ``d`` is not an integer (a bool or a float is not), or ``base`` is not a
+        real number.
 
     Examples
     --------
@@ -54,14 +71,8 @@ def sinusoidal_positions(n: int, d: int, base: float = 10000.0) -> np.ndarray:
            [ 0.841,  0.54 ,  0.01 ,  1.   ],
            [ 0.909, -0.416,  0.02 ,  1.   ]])
     """
-    n = _check_size(n, "n", 0)
-    d = _check_size(d, "d", 2)
-    if d % 2:
-        raise ValueError(
-            f"d must be even for the interleaved sine/cosine layout (pairs of columns), got d={d}"
-        )
-    if not (np.isfinite(base) and base > 1):
-        raise ValueError(f"base must be a finite number > 1, got {base}")
+    n = check_int(n, "n", 0)
+    d, base = _check_d_base(d, base)
     angles = np.arange(n, dtype=np.float64)[:, None] * _sinusoid_frequencies(d, base)[None, :]
     table = np.empty((n, d), dtype=np.float64)
     table[:, 0::2] = np.sin(angles)
@@ -98,7 +109,10 @@ def sinusoidal_shift_matrix(k: float, d: int, base: float = 10000.0) -> np.ndarr
     Raises
     ------
     ValueError
-        If ``d`` is odd or not positive, or ``k`` is not finite.
+        If ``d`` is odd or not positive, ``k`` is not finite, or ``base`` is not a finite
+        number ``> 1`` (the rule of :func:`sinusoidal_positions`).
+    TypeError
+        If ``d`` is not an integer, or ``k`` or ``base`` is not a real number (a bool is not).
 
     Examples
     --------
@@ -108,12 +122,9 @@ def sinusoidal_shift_matrix(k: float, d: int, base: float = 10000.0) -> np.ndarr
     >>> bool(np.allclose(pe[2] @ sinusoidal_shift_matrix(5, 6), pe[7]))
     True
     """
-    d = _check_size(d, "d", 2)
-    if d % 2:
-        raise ValueError(f"d must be even (pairs of columns), got d={d}")
-    if not np.isfinite(k):
-        raise ValueError(f"the shift k must be finite, got {k}")
-    theta = float(k) * _sinusoid_frequencies(d, base)
+    k = check_float(k, "k (the shift)", positive=False)
+    d, base = _check_d_base(d, base)
+    theta = k * _sinusoid_frequencies(d, base)
     m = np.zeros((d, d), dtype=np.float64)
     m[0::2, 0::2] = np.diag(np.cos(theta))
     m[0::2, 1::2] = np.diag(-np.sin(theta))

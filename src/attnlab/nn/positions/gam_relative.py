@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from attnlab._validate import check_float, check_int, require_finite_logits, values_checked
 from attnlab.gam import gam_init_std
 from attnlab.nn.gam import GeneralizedAttention, gam_logits
 
@@ -30,7 +31,7 @@ def gam_relative_vectors(positions: Tensor) -> Tensor:
     Shapes
     ------
     ``positions (n,)`` or ``(batch, n)`` integers, strictly increasing along the last axis →
-    ``(n, n)`` or ``(batch, n, n)``, same integer dtype.
+    ``(n, n)`` or ``(batch, n, n)``, ``int64``.
 
     Raises
     ------
@@ -51,8 +52,14 @@ def gam_relative_vectors(positions: Tensor) -> Tensor:
         raise ValueError(
             f"positions must have shape (n,) or (batch, n), n >= 1, got {tuple(positions.shape)}"
         )
-    if positions.dtype.is_floating_point or positions.dtype == torch.bool:
+    if (
+        positions.dtype.is_floating_point
+        or positions.dtype.is_complex
+        or positions.dtype == torch.bool
+    ):
         raise ValueError(f"positions must be integers (corpus indices), got {positions.dtype}")
+    # In int64, so that an unsigned difference cannot wrap around (uint8: 1 - 3 = 254 > 0).
+    positions = positions.to(torch.int64)
     if bool((positions.diff(dim=-1) <= 0).any()):
         raise ValueError(
             "positions must be strictly increasing along the sequence (tokens in corpus order, "
@@ -156,7 +163,12 @@ class GAMRelativeAttention(nn.Module):
         At construction on ``n < 1``, ``c1`` outside ``(0, 1)``, an unknown ``combine`` or
         ``rel_embedding`` (or
         as :class:`~attnlab.nn.gam.GeneralizedAttention`); in ``forward`` on an input whose length
-        is not ``n`` or positions that are not strictly increasing.
+        is not ``n`` or positions that are not strictly increasing. While
+        :func:`attnlab.nn.check_values` is on, also on position logits that overflow the dtype
+        (as :func:`attnlab.positions.gam_position_weights` always does).
+    TypeError
+        At construction if ``n`` is not an integer or ``c1`` not a real number (a bool is
+        neither).
 
     Examples
     --------
@@ -187,11 +199,11 @@ class GAMRelativeAttention(nn.Module):
         if rel_embedding not in REL_EMBEDDINGS:
             choices = ", ".join(repr(c) for c in REL_EMBEDDINGS)
             raise ValueError(f"rel_embedding must be one of {choices}, got {rel_embedding!r}")
-        if n < 1:
-            raise ValueError(f"the sequence length n must be >= 1, got n={n}")
+        n = check_int(n, "n (the sequence length)")
         if combine not in ("linear", "geometric"):
             raise ValueError(f'combine must be "linear" or "geometric", got {combine!r}')
-        if combine == "linear" and not (math.isfinite(c1) and 0.0 < c1 < 1.0):
+        c1 = check_float(c1, "c1", positive=False)
+        if combine == "linear" and not 0.0 < c1 < 1.0:
             raise ValueError(f"c1 must lie strictly between 0 and 1 (eq. 20), got c1={c1}")
         self.content = GeneralizedAttention(d, h, n_brains, f=f, n1=n1, degree=degree, bias=bias)
         self.d, self.n, self.h, self.combine, self.c1 = d, n, h, combine, float(c1)
@@ -236,6 +248,8 @@ class GAMRelativeAttention(nn.Module):
             p = p.unsqueeze(0)
         coeffs = self.content.coeffs
         delta = gam_logits(p, self.b_p, f=self.content.f, n1=self.content.n1, coeffs=coeffs)
+        if values_checked():
+            require_finite_logits(delta, what="position logits δ")
         if mask is None:
             xi = torch.softmax(delta, dim=-1)  # (batch, h, N_B, n, n)
         else:

@@ -13,6 +13,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from attnlab._validate import check_int, require_finite, values_checked
 from attnlab.nn.attention import masked_softmax
 from attnlab.positions import relative_position_index
 
@@ -76,9 +77,14 @@ class ShawRelativeAttention(nn.Module):
     Raises
     ------
     ValueError
-        At construction if ``d``, ``h`` or ``k_max`` is not an integer, ``h`` does not divide
-        ``d`` or ``k_max < 0``; in ``forward`` if ``x`` is not ``(batch, s, d)`` or the mask is not
-        boolean or has the wrong shape.
+        At construction if ``d`` or ``h`` is not positive, ``h`` does not divide ``d`` or
+        ``k_max < 0``; in ``forward`` if ``x`` is not ``(batch, s, d)`` or the mask is not
+        boolean or has the wrong shape. While :func:`attnlab.nn.check_values` is on, also on
+        a non-finite ``x`` or logits that overflow the dtype (as
+        :func:`attnlab.positions.shaw_attention` always does).
+    TypeError
+        At construction if ``d``, ``h`` or ``k_max`` is not an integer (a bool or a float is
+        not).
 
     Examples
     --------
@@ -93,13 +99,10 @@ class ShawRelativeAttention(nn.Module):
 
     def __init__(self, d: int, h: int, k_max: int, *, bias: bool = False) -> None:
         super().__init__()
-        for name, value in (("d", d), ("h", h), ("k_max", k_max)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{name} must be an integer, got {name}={value!r}")
-        if d < 1 or h < 1 or d % h:
+        d, h = check_int(d, "d"), check_int(h, "h")
+        k_max = check_int(k_max, "k_max (the clipping distance)", 0)
+        if d % h:
             raise ValueError(f"h must be a positive divisor of d: got d={d}, h={h}")
-        if k_max < 0:
-            raise ValueError(f"the clipping distance k_max must be >= 0, got k_max={k_max}")
         self.d, self.h, self.k_max, self.d_k = d, h, k_max, d // h
         self.w_q = nn.Linear(d, d, bias=bias)
         self.w_k = nn.Linear(d, d, bias=bias)
@@ -132,6 +135,8 @@ class ShawRelativeAttention(nn.Module):
             raise ValueError(
                 f"x must have shape (batch, s, d) with d={self.d} and s >= 1, got {tuple(x.shape)}"
             )
+        if values_checked():
+            require_finite(x, "x")
         batch, s, _ = x.shape
         q, k, v = self._split(self.w_q(x)), self._split(self.w_k(x)), self._split(self.w_v(x))
         a_k, a_v = self.relative_tables(s)
