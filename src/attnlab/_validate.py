@@ -110,7 +110,12 @@ def check_int(value: Any, name: str, minimum: int = 1) -> int:
     ValueError
         If ``value < minimum``.
     """
-    wanted = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+    if minimum == 1:
+        wanted = "a positive integer"
+    elif minimum < -(2**31):
+        wanted = "an integer"
+    else:
+        wanted = f"an integer >= {minimum}"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be {wanted}, got {value!r} of type {type(value).__name__}")
     if value < minimum:

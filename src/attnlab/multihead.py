@@ -21,7 +21,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab._validate import as_float_array, require_finite, require_ndim
+from attnlab._validate import (
+    as_float_array,
+    check_int,
+    require_finite,
+    require_finite_logits,
+    require_ndim,
+)
 from attnlab.attention import scaled_dot_product_attention
 
 
@@ -50,8 +56,10 @@ def split_heads(a: np.typing.ArrayLike, h: int) -> np.ndarray:
 
     Raises
     ------
+    TypeError
+        If ``h`` is not an integer (a bool is not: ``True`` is not one head).
     ValueError
-        If ``h`` is not a positive integer or does not divide the last size of ``a``.
+        If ``h < 1`` or ``h`` does not divide the last size of ``a``.
 
     Examples
     --------
@@ -65,8 +73,7 @@ def split_heads(a: np.typing.ArrayLike, h: int) -> np.ndarray:
     a = as_float_array(a, "a")
     if a.ndim < 2:
         raise ValueError(f"split_heads needs an array of shape (..., n, h*k), got {a.shape}")
-    if not isinstance(h, (int, np.integer)) or h < 1:
-        raise ValueError(f"the number of heads h must be a positive integer, got {h!r}")
+    h = check_int(h, "h")
     width = a.shape[-1]
     if width % h != 0:
         raise ValueError(
@@ -163,7 +170,8 @@ def multi_head_attention(
     ------
     ValueError
         If a weight is not 3-D (``w_o``: 2-D), if the weights disagree on ``h``, ``d``,
-        ``d_k`` or ``d_v``, if ``w_o`` does not have ``h·d_v`` rows, or as in
+        ``d_k`` or ``d_v``, if they hold no head (``h = 0``), if ``w_o`` does not have
+        ``h·d_v`` rows, if a weight is not finite or a projection overflows the dtype, or as in
         :func:`attnlab.attention.scaled_dot_product_attention` (empty sequence, bad mask, non-finite
         input).
 
@@ -211,8 +219,14 @@ def multi_head_attention(
             f"the weights must be (h, d, ·) with h={h} and d={d} (the width of x {x.shape}): "
             f"got w_q {w_q.shape}, w_v {w_v.shape}"
         )
+    if h == 0:
+        raise ValueError(f"the weights must hold h >= 1 heads, got w_q of shape {w_q.shape}")
+    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v), ("w_o", w_o)):
+        require_finite(w, name)
     if w_o.shape[0] != h * d_v:
         raise ValueError(f"w_o must have h*d_v = {h}*{d_v} = {h * d_v} rows, got shape {w_o.shape}")
+    if s == 0:
+        raise ValueError(f"empty sequence: x has shape {x.shape}; every sequence needs a token")
     if mask is not None:
         m = np.asarray(mask)
         if m.shape not in ((s, s), (h, s, s)):
@@ -220,10 +234,16 @@ def multi_head_attention(
                 f"mask must have shape (s, s) = {(s, s)} or (h, s, s) = {(h, s, s)}, got {m.shape}"
             )
     # Step 1: one projection per head, (s, d) x (h, d, d_k) -> (h, s, d_k).
-    q = np.einsum("sd,hdk->hsk", x, w_q)
-    k = np.einsum("sd,hdk->hsk", x, w_k)
-    v = np.einsum("sd,hdv->hsv", x, w_v)
+    projections = {}
+    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below
+            projections[name] = np.einsum("sd,hdk->hsk", x, w)
+        require_finite_logits(projections[name], what=f"projection x @ {name}")
+    q, k, v = projections.values()
     # Step 2: every head attends at once; the head axis is a batch axis.
     heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)  # (h, s, d_v), (h, s, s)
     # Steps 3-4: (h, s, d_v) -> (s, h, d_v) -> (s, h*d_v), then the output projection.
-    return merge_heads(heads) @ w_o, weights
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = merge_heads(heads) @ w_o
+    require_finite_logits(out, what="output projection @ w_o")
+    return out, weights

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab._validate import as_float_array
+from attnlab._validate import as_float_array, check_int
 
 
 def softmax(x: np.typing.ArrayLike, axis: int = -1) -> np.ndarray:
@@ -44,6 +44,8 @@ def softmax(x: np.typing.ArrayLike, axis: int = -1) -> np.ndarray:
     ValueError
         If ``x`` contains NaN or ``+inf``, ``axis`` is not one of its axes (a scalar has
         none), or ``x`` is empty along ``axis``.
+    TypeError
+        If ``axis`` is not an integer (a bool is not), or ``x`` is a torch tensor.
 
     Examples
     --------
@@ -55,6 +57,7 @@ def softmax(x: np.typing.ArrayLike, axis: int = -1) -> np.ndarray:
     array([1., 0.], dtype=float32)
     """
     x = as_float_array(x, "x")
+    axis = check_int(axis, "axis", minimum=-(2**62))  # the range is checked below
     if np.isnan(x).any() or np.isposinf(x).any():
         raise ValueError("softmax logits contain NaN or +inf; only -inf (masked) is allowed")
     if not -x.ndim <= axis < x.ndim:
