@@ -24,8 +24,10 @@ import numpy as np
 from attnlab._validate import (
     as_float_array,
     check_int,
+    reject_tensor,
     require_finite,
     require_finite_logits,
+    require_min_ndim,
     require_ndim,
 )
 from attnlab.attention import scaled_dot_product_attention
@@ -71,8 +73,7 @@ def split_heads(a: np.typing.ArrayLike, h: int) -> np.ndarray:
            [6., 7.]])
     """
     a = as_float_array(a, "a")
-    if a.ndim < 2:
-        raise ValueError(f"split_heads needs an array of shape (..., n, h*k), got {a.shape}")
+    require_min_ndim(a, "a", 2, "(..., n, h*k) in split_heads")
     h = check_int(h, "h")
     width = a.shape[-1]
     if width % h != 0:
@@ -120,8 +121,7 @@ def merge_heads(a: np.typing.ArrayLike) -> np.ndarray:
            [ 2., 20.]])
     """
     a = as_float_array(a, "a")
-    if a.ndim < 3:
-        raise ValueError(f"merge_heads needs an array of shape (..., h, n, k), got {a.shape}")
+    require_min_ndim(a, "a", 3, "(..., h, n, k) in merge_heads")
     h, n, k = a.shape[-3:]
     return np.swapaxes(a, -3, -2).reshape(*a.shape[:-3], n, h * k)
 
@@ -228,6 +228,7 @@ def multi_head_attention(
     if s == 0:
         raise ValueError(f"empty sequence: x has shape {x.shape}; every sequence needs a token")
     if mask is not None:
+        reject_tensor(mask, "mask")
         m = np.asarray(mask)
         if m.shape not in ((s, s), (h, s, s)):
             raise ValueError(
