@@ -46,6 +46,15 @@ def _is_tensor(x: Any) -> bool:
     return type(x).__module__.startswith("torch") and hasattr(x, "detach")
 
 
+def reject_tensor(x: Any, name: str) -> None:
+    """Raise ``TypeError`` if ``x`` is a torch tensor given to a numpy function."""
+    if _is_tensor(x):
+        raise TypeError(
+            f"{name} must be a numpy array, got a torch.Tensor; the numpy core takes "
+            f"{name}.detach().cpu().numpy() (attnlab.nn has the torch versions)"
+        )
+
+
 def as_float_array(x: np.typing.ArrayLike, name: str) -> np.ndarray:
     """Return ``x`` as a floating-point array, keeping a float dtype if it already has one.
 
@@ -58,11 +67,7 @@ def as_float_array(x: np.typing.ArrayLike, name: str) -> np.ndarray:
     ValueError
         If ``x`` is complex, ragged or cannot be read as numbers.
     """
-    if _is_tensor(x):
-        raise TypeError(
-            f"{name} must be a numpy array, got a torch.Tensor; the numpy core takes "
-            f"{name}.detach().cpu().numpy() (attnlab.nn has the torch versions)"
-        )
+    reject_tensor(x, name)
     try:
         arr = np.asarray(x)
     except (ValueError, TypeError) as error:
@@ -110,7 +115,12 @@ def check_int(value: Any, name: str, minimum: int = 1) -> int:
     ValueError
         If ``value < minimum``.
     """
-    wanted = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+    if minimum == 1:
+        wanted = "a positive integer"
+    elif minimum < -(2**31):
+        wanted = "an integer"
+    else:
+        wanted = f"an integer >= {minimum}"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be {wanted}, got {value!r} of type {type(value).__name__}")
     if value < minimum:

@@ -21,6 +21,7 @@ import numpy as np
 from attnlab._validate import (
     as_float_array,
     check_float,
+    reject_tensor,
     require_finite,
     require_finite_logits,
     require_min_ndim,
@@ -56,6 +57,7 @@ def _check_qkv(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
 
 def _check_mask(mask: np.typing.ArrayLike, logits_shape: tuple[int, ...]) -> np.ndarray:
     """Return ``mask`` as a boolean array that broadcasts to ``logits_shape`` (or raise)."""
+    reject_tensor(mask, "mask")
     m = np.asarray(mask)
     if m.dtype != np.bool_:
         raise ValueError(
