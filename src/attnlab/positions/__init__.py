@@ -4,7 +4,7 @@ Self-attention treats its input as a set: permuting the tokens permutes the outp
 way. Order has to be put in from outside. This package holds the three ways the book studies,
 plus the construction that closes the loop with chapter 01, one module per concept:
 ``sinusoidal``, ``relative`` (Shaw), ``gam_relative`` and ``conv_as_attention``.
-Every public name is re-exported here and from :mod:`attnlab`.
+Every public name is re-exported here and from ``attnlab``.
 
 * **Sinusoidal absolute positions** (Vaswani et al. 2017): a fixed ``(n, d)`` table added to
   the token vectors, :func:`sinusoidal_positions`, with :func:`sinusoidal_shift_matrix`, the

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab._validate import as_float_array, check_float, check_int, require_ndim
+from attnlab._validate import (
+    as_float_array,
+    check_float,
+    check_int,
+    require_finite,
+    require_finite_logits,
+    require_ndim,
+)
 from attnlab.softmax import softmax
 
 
@@ -80,8 +87,8 @@ def convolution_attention_params(
     Raises
     ------
     ValueError
-        If the kernel is not 3-D with an odd number of offsets, ``2C+1 > s``, or ``alpha`` is
-        not a positive finite number.
+        If the kernel is not 3-D with an odd number of offsets or not finite, ``2C+1 > s``,
+        or ``alpha`` is not a positive finite number.
     TypeError
         If ``s`` is not an integer or ``alpha`` not a real number (a bool is neither).
 
@@ -98,6 +105,7 @@ def convolution_attention_params(
     """
     kernel = as_float_array(kernel, "kernel")
     require_ndim(kernel, "kernel", 3, "(2C+1, d_in, d_out)")
+    require_finite(kernel, "kernel")
     s = check_int(s, "s", 1)
     h, _, d_out = kernel.shape
     if h % 2 == 0:
@@ -114,9 +122,11 @@ def convolution_attention_params(
     if alpha is None:
         logits = np.where(delta == 0, 0.0, -np.inf)
     else:
-        logits = -alpha * delta.astype(np.float64) ** 2
+        logits = -alpha * delta.astype(np.float64) ** 2  # -inf in float16 is the hard limit
     w_o = np.tile(np.eye(d_out, dtype=kernel.dtype), (h, 1))
-    return logits.astype(kernel.dtype), kernel.copy(), w_o
+    with np.errstate(over="ignore"):
+        logits = logits.astype(kernel.dtype)
+    return logits, kernel.copy(), w_o
 
 
 def convolution_as_attention(
@@ -152,7 +162,8 @@ def convolution_as_attention(
     Raises
     ------
     ValueError
-        If ``x`` is not 2-D or empty, its width differs from the kernel's, or as in
+        If ``x`` is not 2-D, empty or finite, its width differs from the kernel's, the values
+        ``x @ kernel[c]`` overflow the dtype, or as in
         :func:`convolution_attention_params`.
 
     Examples
@@ -172,6 +183,7 @@ def convolution_as_attention(
     require_ndim(kernel, "kernel", 3, "(2C+1, d_in, d_out)")
     if x.shape[0] == 0:
         raise ValueError(f"x is an empty sequence: shape {x.shape}")
+    require_finite(x, "x")
     if kernel.shape[1] != x.shape[1]:
         raise ValueError(
             f"kernel input width {kernel.shape[1]} does not match x: x {x.shape} (s, d_in), "
@@ -179,6 +191,9 @@ def convolution_as_attention(
         )
     logits, w_v, w_o = convolution_attention_params(kernel, x.shape[0], alpha)
     weights = softmax(logits, axis=-1)  # (h, s, s)
-    heads = weights @ (x[None, :, :] @ w_v)  # (h, s, d_out)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported just below
+        values = x[None, :, :] @ w_v  # (h, s, d_out)
+    require_finite_logits(values, what="values x @ kernel")  # finite inputs: an overflow
+    heads = weights @ values  # (h, s, d_out)
     concat = np.concatenate(list(heads), axis=-1)  # (s, h * d_out)
     return concat @ w_o, weights

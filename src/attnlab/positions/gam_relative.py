@@ -16,8 +16,10 @@ import numpy as np
 from attnlab._validate import (
     as_float_array,
     check_float,
+    reject_tensor,
     require_finite,
     require_finite_logits,
+    require_ndim,
 )
 from attnlab.attention import _check_mask
 from attnlab.gam import check_mix, gam_attention, gam_logits
@@ -60,6 +62,7 @@ def gam_relative_vectors(positions: np.typing.ArrayLike) -> np.ndarray:
            [2, 1, 3],
            [4, 3, 1]])
     """
+    reject_tensor(positions, "positions")
     p = np.asarray(positions)
     if p.ndim != 1 or p.size == 0:
         raise ValueError(f"positions must be a non-empty 1-D array (n,), got shape {p.shape}")
@@ -142,6 +145,16 @@ def gam_position_weights(
            [0.25, 0.75]])
     """
     p, b_p = as_float_array(p, "p"), as_float_array(b_p, "b_p")
+    require_ndim(p, "p", 2, "(n, M)")
+    if p.shape[0] == 0 or p.shape[1] == 0:
+        raise ValueError(f"p must be a non-empty sequence (n, M), got shape {p.shape}")
+    if b_p.ndim not in (2, 3) or b_p.shape[-2:] != (p.shape[1], p.shape[1]):
+        raise ValueError(
+            f"b_p must have shape (N_B, M, M) or (M, M) with M={p.shape[1]} (the width of p "
+            f"{p.shape}), got shape {b_p.shape}"
+        )
+    if b_p.ndim == 3 and b_p.shape[0] == 0:
+        raise ValueError("b_p must hold at least one positional brain, got N_B = 0")
     require_finite(p, "p")
     require_finite(b_p, "b_p")
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported just below
@@ -152,6 +165,16 @@ def gam_position_weights(
         delta = np.where(_check_mask(mask, delta.shape[1:]), delta, -np.inf)
     xi = softmax(delta, axis=-1)
     return np.tensordot(w_s.astype(xi.dtype, copy=False), xi, axes=1)
+
+
+def _check_pair(z: np.typing.ArrayLike, pi: np.typing.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """``z`` and ``pi`` as finite float arrays of one shape, or raise."""
+    z, pi = as_float_array(z, "z"), as_float_array(pi, "pi")
+    if z.shape != pi.shape:
+        raise ValueError(f"z and pi must have the same shape, got {z.shape} and {pi.shape}")
+    require_finite(z, "z")
+    require_finite(pi, "pi")
+    return z, pi
 
 
 def _check_c1(c1: float) -> float:
@@ -176,7 +199,8 @@ def combine_linear(z: np.typing.ArrayLike, pi: np.typing.ArrayLike, c1: float) -
     Raises
     ------
     ValueError
-        If ``c1`` is not strictly between 0 and 1, or the shapes differ.
+        If ``c1`` is not strictly between 0 and 1, the shapes differ, or an input is not
+        finite.
     TypeError
         If ``c1`` is not a real number (a bool is not).
 
@@ -186,9 +210,7 @@ def combine_linear(z: np.typing.ArrayLike, pi: np.typing.ArrayLike, c1: float) -
     >>> combine_linear([2.0, -1.0], [0.0, 1.0], c1=0.25)
     array([0.5, 0.5])
     """
-    z, pi = as_float_array(z, "z"), as_float_array(pi, "pi")
-    if z.shape != pi.shape:
-        raise ValueError(f"z and pi must have the same shape, got {z.shape} and {pi.shape}")
+    z, pi = _check_pair(z, pi)
     c1 = _check_c1(c1)
     return c1 * z + (1.0 - c1) * pi
 
@@ -214,7 +236,7 @@ def combine_geometric(z: np.typing.ArrayLike, pi: np.typing.ArrayLike) -> np.nda
     Raises
     ------
     ValueError
-        If the shapes differ.
+        If the shapes differ or an input is not finite.
 
     Examples
     --------
@@ -222,12 +244,10 @@ def combine_geometric(z: np.typing.ArrayLike, pi: np.typing.ArrayLike) -> np.nda
     >>> combine_geometric([4.0, -4.0, 4.0], [1.0, -1.0, -1.0])
     array([ 2., -2.,  0.])
     """
-    z, pi = as_float_array(z, "z"), as_float_array(pi, "pi")
-    if z.shape != pi.shape:
-        raise ValueError(f"z and pi must have the same shape, got {z.shape} and {pi.shape}")
-    product = z * pi
-    root = np.sign(z) * np.sqrt(np.maximum(product, 0))
-    return np.where(product > 0, root, np.zeros_like(root))  # no -0.0 where a factor is 0
+    z, pi = _check_pair(z, pi)
+    # sqrt|z| · sqrt|π| rather than sqrt(z π): the product may overflow where the root does not
+    root = np.sign(z) * (np.sqrt(np.abs(z)) * np.sqrt(np.abs(pi)))
+    return np.where(z * np.sign(pi) > 0, root, np.zeros_like(root))  # 0 (not -0.0) off z π > 0
 
 
 def gam_relative_attention(
@@ -319,8 +339,8 @@ def gam_relative_attention(
         raise ValueError(f'combine must be "linear" or "geometric", got {combine!r}')
     if combine == "linear":
         c1 = _check_c1(c1)
-    z, phi = gam_attention(y, b, w_v, f=f, n1=n1, coeffs=coeffs, mix=mix, mask=mask)
     theta = gam_position_weights(p, b_p, f=f, n1=n1, coeffs=coeffs, mix_s=mix_s, mask=mask)
+    z, phi = gam_attention(y, b, w_v, f=f, n1=n1, coeffs=coeffs, mix=mix, mask=mask)
     pi = theta @ (y @ as_float_array(w_v, "w_v"))
     if combine == "linear":
         return combine_linear(z, pi, c1), phi, theta

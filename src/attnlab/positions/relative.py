@@ -14,7 +14,9 @@ from attnlab._validate import (
     check_int,
     require_finite,
     require_finite_logits,
+    require_min_ndim,
     require_ndim,
+    require_nonempty,
 )
 from attnlab.attention import _check_mask
 from attnlab.softmax import softmax
@@ -62,6 +64,27 @@ def relative_position_index(n: int, k_max: int) -> np.ndarray:
     positions = np.arange(n)
     distance = positions[None, :] - positions[:, None]  # [i, j] = j - i
     return np.clip(distance, -k_max, k_max) + k_max
+
+
+def _check_qkv(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
+    """Self-attention shapes: ``q, k (..., s, d_k)``, ``v (..., s, d_v)``, batch axes broadcast."""
+    for name, arr in (("q", q), ("k", k), ("v", v)):
+        require_min_ndim(arr, name, 2, "(..., s, d)")
+    s = q.shape[-2]
+    if k.shape[-2] != s or v.shape[-2] != s or q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"self-attention needs q, k (..., s, d_k) and v (..., s, d_v) of one length s: "
+            f"got q {q.shape}, k {k.shape}, v {v.shape}"
+        )
+    require_nonempty({"q": q, "k": k})
+    if q.shape[-1] == 0:
+        raise ValueError(f"empty key size d_k = 0: q has shape {q.shape}, k has shape {k.shape}")
+    try:
+        np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"the leading (batch) axes of q {q.shape}, k {k.shape} and v {v.shape} do not broadcast"
+        ) from None
 
 
 def _check_tables(a_k: np.ndarray, a_v: np.ndarray, d_k: int, d_v: int) -> int:
@@ -127,10 +150,13 @@ def shaw_attention(
     Raises
     ------
     ValueError
-        On mismatched shapes (queries, keys and values must share the length ``s``; tables
-        must have an odd number of rows and the heads' widths), a non-boolean mask,
+        On mismatched shapes (queries, keys and values must share the length ``s`` and
+        broadcast in their batch axes; tables must have an odd number of rows and the heads'
+        widths), an empty sequence or ``d_k = 0``, a non-boolean mask,
         non-finite input, or logits that overflow the dtype (easy in float16, whose largest
         number is 65504; without this check the softmax would read them as masked keys).
+    TypeError
+        If an input is a torch tensor.
 
     Examples
     --------
@@ -147,24 +173,17 @@ def shaw_attention(
     a_k, a_v = as_float_array(a_k, "a_k"), as_float_array(a_v, "a_v")
     for name, arr in (("q", q), ("k", k), ("v", v), ("a_k", a_k), ("a_v", a_v)):
         require_finite(arr, name)
-    for name, arr in (("q", q), ("k", k), ("v", v)):
-        if arr.ndim < 2:
-            raise ValueError(f"{name} must have shape (..., s, d), got shape {arr.shape}")
-    s = q.shape[-2]
-    if k.shape[-2] != s or v.shape[-2] != s or q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"self-attention needs q, k (..., s, d_k) and v (..., s, d_v) of one length s: "
-            f"got q {q.shape}, k {k.shape}, v {v.shape}"
-        )
-    if s == 0:
-        raise ValueError(f"empty sequence: q has shape {q.shape}")
+    _check_qkv(q, k, v)
     clip = _check_tables(a_k, a_v, q.shape[-1], v.shape[-1])
+    s = q.shape[-2]
     index = relative_position_index(s, clip)
     rel_k, rel_v = a_k[index], a_v[index]  # (s, s, d_k), (s, s, d_v)
     dtype = np.result_type(q, k, v, a_k, a_v)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported just below
-        logits = q @ np.swapaxes(k, -1, -2) + np.einsum("...id,ijd->...ij", q, rel_k)
-        logits = (logits / np.sqrt(q.shape[-1])).astype(dtype, copy=False)
+        # Scaling the queries first (as scaled_dot_product_attention does) keeps float16 in range.
+        q_scaled = (q * dtype.type(1.0 / np.sqrt(q.shape[-1]))).astype(dtype, copy=False)
+        logits = q_scaled @ np.swapaxes(k, -1, -2) + np.einsum("...id,ijd->...ij", q_scaled, rel_k)
+        logits = logits.astype(dtype, copy=False)
     require_finite_logits(logits)  # the inputs are finite: a non-finite logit is an overflow
     if mask is not None:
         logits = np.where(_check_mask(mask, logits.shape), logits, -np.inf)

@@ -15,9 +15,16 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from attnlab._validate import check_float, check_int, require_finite_logits, values_checked
+from attnlab._validate import (
+    check_float,
+    check_int,
+    require_finite_logits,
+    shape_of,
+    values_checked,
+)
 from attnlab.gam import gam_init_std
 from attnlab.nn.gam import GeneralizedAttention, gam_logits
+from attnlab.nn.multihead import _check_tokens
 
 REL_EMBEDDINGS = ("none", "scaled", "layernorm")
 """The choices of :class:`GAMRelativeAttention`'s ``rel_embedding`` (the paper fixes none)."""
@@ -38,6 +45,8 @@ def gam_relative_vectors(positions: Tensor) -> Tensor:
     ValueError
         If ``positions`` is not an integer tensor of 1 or 2 axes, or is not strictly
         increasing.
+    TypeError
+        If ``positions`` is not a torch tensor.
 
     Examples
     --------
@@ -48,6 +57,11 @@ def gam_relative_vectors(positions: Tensor) -> Tensor:
             [2, 1, 3],
             [4, 3, 1]])
     """
+    if not isinstance(positions, Tensor):
+        raise TypeError(
+            f"positions must be a torch.Tensor of integers, got {type(positions).__name__} "
+            "(torch.as_tensor(positions) converts a list or numpy array)"
+        )
     if positions.dim() not in (1, 2) or positions.shape[-1] == 0:
         raise ValueError(
             f"positions must have shape (n,) or (batch, n), n >= 1, got {tuple(positions.shape)}"
@@ -86,6 +100,8 @@ def combine_geometric(z: Tensor, pi: Tensor) -> Tensor:
     >>> combine_geometric(torch.tensor([4.0, -4.0, 4.0]), torch.tensor([1.0, -1.0, -1.0]))
     tensor([ 2., -2.,  0.])
     """
+    if z.shape != pi.shape:
+        raise ValueError(f"z and pi must have the same shape, got {shape_of(z)} and {shape_of(pi)}")
     product = z * pi
     positive = product > 0
     safe = torch.where(positive, product, torch.ones_like(product))
@@ -228,12 +244,13 @@ class GAMRelativeAttention(nn.Module):
         ------
         ``positions (n,)`` or ``(batch, n)`` → ``(n, d)`` or ``(batch, n, d)``.
         """
-        if positions.shape[-1] != self.n:
+        r = gam_relative_vectors(positions)  # checks type, rank and order
+        if r.shape[-1] != self.n:
             raise ValueError(
                 f"this module was built for sequences of length n={self.n} (the input size of "
-                f"the embedding of r^α); got {positions.shape[-1]} positions"
+                f"the embedding of r^α); got {r.shape[-1]} positions"
             )
-        r = gam_relative_vectors(positions).to(self.embed.weight.dtype)
+        r = r.to(self.embed.weight.dtype)
         if self.rel_embedding == "scaled":
             r = r / self.n
         p = self.embed(r)
@@ -262,6 +279,7 @@ class GAMRelativeAttention(nn.Module):
         self, y: Tensor, positions: Tensor | None = None, mask: Tensor | None = None
     ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         """Attend; return ``out (batch, n, d)`` and ``(Φ, Θ)``, each ``(batch, h, n, n)``."""
+        _check_tokens(y, "y", self.embed.weight, "(batch, n, d)")  # type, dtype, device, values
         if y.dim() != 3 or y.shape[1] != self.n or y.shape[2] != self.d:
             raise ValueError(
                 f"y must have shape (batch, n={self.n}, d={self.d}) (the module is built for "
@@ -269,6 +287,12 @@ class GAMRelativeAttention(nn.Module):
             )
         if positions is None:
             positions = torch.arange(self.n, device=y.device)
+        elif isinstance(positions, Tensor) and positions.dim() == 2:
+            if positions.shape[0] not in (1, y.shape[0]):
+                raise ValueError(
+                    f"positions of shape {shape_of(positions)} (batch, n) do not match the "
+                    f"batch of y {shape_of(y)}"
+                )
         _, phi = self.content(y, mask)  # validates the mask; (batch, h, n, n)
         theta = self.position_weights(positions, mask)
         batch = y.shape[0]

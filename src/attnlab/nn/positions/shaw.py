@@ -13,13 +13,19 @@ import math
 import torch
 from torch import Tensor, nn
 
-from attnlab._validate import check_int, require_finite, values_checked
+from attnlab._validate import check_int
 from attnlab.nn.attention import masked_softmax
+from attnlab.nn.multihead import _check_tokens
 from attnlab.positions import relative_position_index
 
 
 def _prepare_mask(mask: Tensor, logits_shape: torch.Size) -> Tensor:
     """Return ``mask`` broadcastable to ``(batch, h, s, s)`` (a 3-D mask gains a head axis)."""
+    if not isinstance(mask, Tensor):
+        raise TypeError(
+            f"mask must be a torch.Tensor of bool, got {type(mask).__name__}; "
+            "convert a numpy mask with torch.from_numpy(mask)"
+        )
     if mask.dtype != torch.bool:
         raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
     if mask.dim() == 3:
@@ -78,13 +84,13 @@ class ShawRelativeAttention(nn.Module):
     ------
     ValueError
         At construction if ``d`` or ``h`` is not positive, ``h`` does not divide ``d`` or
-        ``k_max < 0``; in ``forward`` if ``x`` is not ``(batch, s, d)`` or the mask is not
-        boolean or has the wrong shape. While :func:`attnlab.nn.check_values` is on, also on
-        a non-finite ``x`` or logits that overflow the dtype (as
-        :func:`attnlab.positions.shaw_attention` always does).
+        ``k_max < 0``; in ``forward`` if ``x`` is not ``(batch, s, d)`` in the parameters'
+        dtype and device, or the mask is not boolean or has the wrong shape. While
+        :func:`attnlab.nn.check_values` is on, also on a non-finite ``x`` or logits that
+        overflow the dtype (as :func:`attnlab.positions.shaw_attention` always does).
     TypeError
         At construction if ``d``, ``h`` or ``k_max`` is not an integer (a bool or a float is
-        not).
+        not); in ``forward`` if ``x`` or the mask is not a torch tensor.
 
     Examples
     --------
@@ -131,12 +137,11 @@ class ShawRelativeAttention(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Attend; return the output ``(batch, s, d)`` and weights ``(batch, h, s, s)``."""
+        _check_tokens(x, "x", self.w_q.weight, "(batch, s, d)")  # type, dtype, device, values
         if x.dim() != 3 or x.shape[-1] != self.d or x.shape[1] == 0:
             raise ValueError(
                 f"x must have shape (batch, s, d) with d={self.d} and s >= 1, got {tuple(x.shape)}"
             )
-        if values_checked():
-            require_finite(x, "x")
         batch, s, _ = x.shape
         q, k, v = self._split(self.w_q(x)), self._split(self.w_k(x)), self._split(self.w_v(x))
         a_k, a_v = self.relative_tables(s)
