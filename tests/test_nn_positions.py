@@ -301,3 +301,22 @@ def test_rel_embedding_training_smoke(rel_embedding):
         opt.step()
         losses.append(loss.item())
     assert all(math.isfinite(v) for v in losses) and losses[-1] < 0.9 * losses[0]
+
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_modules_run_on_the_input_device(device):
+    # CPU is the reference; on a GPU (when there is one) the same weights give the same output.
+    torch.manual_seed(11)
+    shaw = ShawRelativeAttention(8, 2, k_max=2).double()
+    gam = GAMRelativeAttention(8, 5, h=2, n_brains=2, rel_embedding="scaled").double()
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    positions = torch.tensor([0, 2, 3, 7, 8])  # corpus positions may stay on the CPU
+    ref_shaw, ref_gam = shaw(x)[0], gam(x, positions)[0]
+    out_shaw = shaw.to(device)(x.to(device))[0]
+    out_gam = gam.to(device)(x.to(device), positions)[0]
+    assert out_shaw.device.type == out_gam.device.type == device
+    torch.testing.assert_close(out_shaw.cpu(), ref_shaw, atol=1e-10, rtol=1e-10)
+    torch.testing.assert_close(out_gam.cpu(), ref_gam, atol=1e-10, rtol=1e-10)

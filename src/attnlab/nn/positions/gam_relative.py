@@ -250,7 +250,7 @@ class GAMRelativeAttention(nn.Module):
                 f"this module was built for sequences of length n={self.n} (the input size of "
                 f"the embedding of r^α); got {r.shape[-1]} positions"
             )
-        r = r.to(self.embed.weight.dtype)
+        r = r.to(device=self.embed.weight.device, dtype=self.embed.weight.dtype)
         if self.rel_embedding == "scaled":
             r = r / self.n
         p = self.embed(r)
