@@ -6,7 +6,7 @@ calls broken in one way (rank, size, empty, non-finite, dtype, type, bool, range
 and asserts an attnlab ``ValueError``/``TypeError`` naming the argument, or a finite result
 equal to the float64 reference. Hyperparameters whose 0 is legal (``k_max``) or that belong
 to another module's contract are covered by the hand-written cases of
-``tests/test_positions_contract.py`` instead.
+``tests/test_positions_errors.py`` instead.
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def test_positions_meet_the_contract(name, data):
 
 def test_specs_cover_every_array_function_of_the_package():
     """Every public function of attnlab.positions taking arrays has a spec (or a hand test)."""
-    hand_tested = {  # integer-only or integer-array inputs: tests/test_positions_contract.py
+    hand_tested = {  # integer-only or integer-array inputs: tests/test_positions_errors.py
         "sinusoidal_positions",
         "sinusoidal_shift_matrix",
         "relative_position_index",
