@@ -162,10 +162,10 @@ def good():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda q, k, v: (q[:, :3], k, v), r"share d_k: q \(3, 3\), k \(5, 4\)"),
-        (lambda q, k, v: (q, k, v[:4]), r"same length s_k: k \(5, 4\), v \(4, 2\)"),
-        (lambda q, k, v: (q[:0], k, v), r"empty sequence: q \(0, 4\)"),
-        (lambda q, k, v: (q, k[:0], v[:0]), r"empty sequence: .*k \(0, 4\)"),
+        (lambda q, k, v: (q[:, :3], k, v), r"share d_k: q has shape \(3, 3\), k .*\(5, 4\)"),
+        (lambda q, k, v: (q, k, v[:4]), r"same length s_k: k has shape \(5, 4\), v .*\(4, 2\)"),
+        (lambda q, k, v: (q[:0], k, v), r"empty sequence: q has shape \(0, 4\)"),
+        (lambda q, k, v: (q, k[:0], v[:0]), r"empty sequence: .*k has shape \(0, 4\)"),
         (lambda q, k, v: (q[:, :0], k[:, :0], v), r"d_k = 0"),
         (lambda q, k, v: (q[0], k, v), r"q must have shape \(\.\.\., s, d\), got shape \(4,\)"),
         (lambda q, k, v: (q.expand(2, 3, 4), k.expand(3, 5, 4), v), r"batch.*\(2, 3, 4\)"),

@@ -1,13 +1,58 @@
-"""Small input checks shared by the numpy core.
+"""Input checks shared by the numpy core and the torch modules (the error contract).
 
-Every public function in :mod:`attnlab` checks its input with these helpers so that bad input
-fails early with a :class:`ValueError` that names the offending shapes or values, instead of a
-silent broadcast or a NaN further down.
+Every public function in :mod:`attnlab` and :mod:`attnlab.nn` checks its input with these
+helpers, so that one rule lives in one place and both halves say the same thing about the same
+bad input (see "Error contract" on the API page):
+
+- a wrong *Python type* for a hyperparameter (a bool or a float where an integer belongs, a
+  string where a number belongs, a torch tensor given to a numpy function) is a
+  :class:`TypeError`;
+- everything else (ranks, shapes, sizes, empty sequences, dtypes of arrays, out-of-range
+  hyperparameters, non-finite values, logits that overflow the dtype) is a :class:`ValueError`;
+- every message starts with, or contains, the name of the offending argument and its shape or
+  value.
+
+The helpers only read ``.shape``, ``.ndim`` and ``.dtype``, so they work on numpy arrays and
+torch tensors alike; this module imports numpy only. Value checks on torch tensors need a
+device synchronisation, so the torch modules run them only when :func:`check_values` is on
+(numpy always runs them).
 """
 
 from __future__ import annotations
 
+import numbers
+import os
+from typing import Any
+
 import numpy as np
+
+#: The empty-sequence rule, shared by every attention in numpy and torch: a sequence axis
+#: (queries, keys, tokens) must hold at least one token. Batch axes may be empty.
+EMPTY_SEQUENCE_RULE = "every sequence needs at least one token"
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    """The shape of an array or tensor as a plain tuple of ints (``torch.Size`` prints long)."""
+    return tuple(int(n) for n in x.shape)
+
+
+def dtype_name(dtype: Any) -> str:
+    """``"float16"`` for ``numpy.float16`` and ``torch.float16`` alike."""
+    return str(dtype).removeprefix("torch.")
+
+
+def _is_tensor(x: Any) -> bool:
+    """Whether ``x`` is a torch tensor, without importing torch."""
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def reject_tensor(x: Any, name: str) -> None:
+    """Raise ``TypeError`` if ``x`` is a torch tensor given to a numpy function."""
+    if _is_tensor(x):
+        raise TypeError(
+            f"{name} must be a numpy array, got a torch.Tensor; the numpy core takes "
+            f"{name}.detach().cpu().numpy() (attnlab.nn has the torch versions)"
+        )
 
 
 def as_float_array(x: np.typing.ArrayLike, name: str) -> np.ndarray:
@@ -17,10 +62,16 @@ def as_float_array(x: np.typing.ArrayLike, name: str) -> np.ndarray:
 
     Raises
     ------
+    TypeError
+        If ``x`` is a torch tensor (convert it explicitly with ``.detach().cpu().numpy()``).
     ValueError
-        If ``x`` is complex or cannot be read as numbers.
+        If ``x`` is complex, ragged or cannot be read as numbers.
     """
-    arr = np.asarray(x)
+    reject_tensor(x, name)
+    try:
+        arr = np.asarray(x)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"{name} cannot be read as an array of numbers: {error}") from None
     if np.issubdtype(arr.dtype, np.floating):
         return arr
     if np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_:
@@ -28,16 +79,161 @@ def as_float_array(x: np.typing.ArrayLike, name: str) -> np.ndarray:
     raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}")
 
 
-def require_ndim(x: np.ndarray, name: str, ndim: int, layout: str) -> None:
+def require_ndim(x: Any, name: str, ndim: int, layout: str) -> None:
     """Raise ``ValueError`` unless ``x`` has exactly ``ndim`` axes (``layout`` names them)."""
     if x.ndim != ndim:
-        raise ValueError(f"{name} must have shape {layout}, got shape {x.shape}")
+        raise ValueError(f"{name} must have shape {layout}, got shape {shape_of(x)}")
 
 
-def require_finite(x: np.ndarray, name: str) -> None:
-    """Raise ``ValueError`` if ``x`` holds NaN or an infinity."""
-    if not np.all(np.isfinite(x)):
+def require_min_ndim(x: Any, name: str, ndim: int, layout: str) -> None:
+    """Raise ``ValueError`` unless ``x`` has at least ``ndim`` axes (``layout`` names them)."""
+    if x.ndim < ndim:
+        raise ValueError(f"{name} must have shape {layout}, got shape {shape_of(x)}")
+
+
+def require_nonempty(named: dict[str, Any], axis: int = -2) -> None:
+    """The empty-sequence rule: raise ``ValueError`` if a sequence axis has no token.
+
+    ``named`` maps argument names to arrays or tensors whose ``axis`` is a sequence axis
+    (``-2`` in the row convention, ``-1`` for the columns of the Luong convention). The
+    message names every argument and its shape, e.g.
+    ``empty sequence: q has shape (0, 4), k has shape (3, 4); every sequence needs ...``.
+    """
+    if any(x.shape[axis] == 0 for x in named.values()):
+        shapes = ", ".join(f"{name} has shape {shape_of(x)}" for name, x in named.items())
+        raise ValueError(f"empty sequence: {shapes}; {EMPTY_SEQUENCE_RULE}")
+
+
+def check_int(value: Any, name: str, minimum: int = 1) -> int:
+    """Return ``value`` as an ``int`` if it is an integer ``>= minimum``.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is a bool (``True`` is not the integer 1 here), a float (even ``2.0``),
+        or anything else that is not an integer.
+    ValueError
+        If ``value < minimum``.
+    """
+    if minimum == 1:
+        wanted = "a positive integer"
+    elif minimum < -(2**31):
+        wanted = "an integer"
+    else:
+        wanted = f"an integer >= {minimum}"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be {wanted}, got {value!r} of type {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be {wanted}, got {value!r}")
+    return int(value)
+
+
+def check_float(value: Any, name: str, positive: bool = True) -> float:
+    """Return ``value`` as a finite ``float`` (and ``> 0`` if ``positive``).
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is a bool or not a real number.
+    ValueError
+        If ``value`` is NaN, infinite, or (with ``positive``) not above zero.
+    """
+    wanted = "a positive finite number" if positive else "a finite number"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be {wanted}, got {value!r} of type {type(value).__name__}")
+    number = float(value)
+    if not np.isfinite(number) or (positive and number <= 0):
+        raise ValueError(f"{name} must be {wanted}, got {value!r}")
+    return number
+
+
+def all_finite(x: Any) -> bool:
+    """Whether every entry of the array or tensor ``x`` is finite (a device sync for torch)."""
+    if _is_tensor(x):
+        return bool(x.detach().isfinite().all())
+    return bool(np.all(np.isfinite(x)))
+
+
+def require_finite(x: Any, name: str) -> None:
+    """Raise ``ValueError`` if ``x`` (array or tensor) holds NaN or an infinity."""
+    if not all_finite(x):
         raise ValueError(f"{name} contains NaN or infinite values")
+
+
+def require_finite_logits(logits: Any, what: str = "logits") -> None:
+    """Raise ``ValueError`` if ``logits`` are not finite although the inputs were.
+
+    Call it after checking the inputs with :func:`require_finite`: a non-finite logit then
+    means the product overflowed the dtype (easy in float16, whose largest number is 65504),
+    which a softmax would otherwise read as masking (silent zeros) or turn into NaN.
+    """
+    if not all_finite(logits):
+        name = dtype_name(logits.dtype)
+        try:
+            largest = f" (the largest number in {name} is {float(np.finfo(name).max):g})"
+        except TypeError:  # bfloat16: numpy does not know it
+            largest = ""
+        raise ValueError(
+            f"the {what} overflowed in {name}{largest}; compute in float32 or float64, "
+            "or rescale the inputs"
+        )
+
+
+_STATE = {"check_values": os.environ.get("ATTNLAB_CHECK_VALUES", "") not in ("", "0")}
+
+
+def values_checked() -> bool:
+    """Whether the torch modules check values (non-finite inputs, overflowing logits) now."""
+    return _STATE["check_values"]
+
+
+class check_values:  # noqa: N801 - used like a function, as torch.set_grad_enabled
+    """Turn the value checks of the torch modules on or off (exported as ``attnlab.nn``).
+
+    Shape, dtype and size checks always run in :mod:`attnlab.nn` (they read only shapes, no
+    device synchronisation). Value checks (a NaN or infinite input, logits that overflow the
+    dtype) must look at every number, which on a GPU waits for the device; they are off by
+    default and on with ``attnlab.nn.check_values(True)``, inside
+    ``with attnlab.nn.check_values():``, or with the environment variable
+    ``ATTNLAB_CHECK_VALUES=1``. When on, the torch modules raise the same ``ValueError`` as
+    the numpy core instead of returning NaN. The numpy core always checks.
+
+    Parameters
+    ----------
+    enabled : bool, optional
+        On (default) or off. As a plain call the setting stays; as a ``with`` block it is
+        restored on exit.
+
+    Raises
+    ------
+    TypeError
+        If ``enabled`` is not a bool.
+
+    Examples
+    --------
+    >>> import torch
+    >>> import attnlab.nn as ann
+    >>> q = torch.tensor([[float("nan"), 0.0]])
+    >>> with ann.check_values():
+    ...     ann.scaled_dot_product_attention(q, q, q)
+    Traceback (most recent call last):
+    ...
+    ValueError: q contains NaN or infinite values
+    >>> ann.values_checked()
+    False
+    """
+
+    def __init__(self, enabled: bool = True) -> None:
+        if not isinstance(enabled, bool):
+            raise TypeError(f"enabled must be True or False, got {enabled!r}")
+        self._previous = _STATE["check_values"]
+        _STATE["check_values"] = enabled
+
+    def __enter__(self) -> check_values:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _STATE["check_values"] = self._previous
 
 
 def result_dtype(*arrays: np.ndarray) -> np.dtype:

@@ -18,15 +18,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab._validate import as_float_array, require_finite
+from attnlab._validate import (
+    as_float_array,
+    check_float,
+    reject_tensor,
+    require_finite,
+    require_finite_logits,
+    require_min_ndim,
+    require_nonempty,
+)
 from attnlab.softmax import softmax
 
 
 def _check_qkv(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
     """Raise ``ValueError`` unless ``q``, ``k``, ``v`` have compatible attention shapes."""
     for name, arr in (("q", q), ("k", k), ("v", v)):
-        if arr.ndim < 2:
-            raise ValueError(f"{name} must have shape (..., s, d), got shape {arr.shape}")
+        require_min_ndim(arr, name, 2, "(..., s, d)")
         require_finite(arr, name)
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
@@ -37,8 +44,7 @@ def _check_qkv(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
             f"keys and values must have the same length s_k: k has shape {k.shape}, "
             f"v has shape {v.shape}"
         )
-    if q.shape[-2] == 0 or k.shape[-2] == 0:
-        raise ValueError(f"empty sequence: q has shape {q.shape}, k has shape {k.shape}")
+    require_nonempty({"q": q, "k": k})
     if q.shape[-1] == 0:
         raise ValueError(f"empty key size d_k = 0: q has shape {q.shape}, k has shape {k.shape}")
     try:
@@ -51,6 +57,7 @@ def _check_qkv(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
 
 def _check_mask(mask: np.typing.ArrayLike, logits_shape: tuple[int, ...]) -> np.ndarray:
     """Return ``mask`` as a boolean array that broadcasts to ``logits_shape`` (or raise)."""
+    reject_tensor(mask, "mask")
     m = np.asarray(mask)
     if m.dtype != np.bool_:
         raise ValueError(
@@ -73,10 +80,7 @@ def _check_scale(scale: float | None, d_k: int) -> float:
     """The logit multiplier: ``1/sqrt(d_k)`` by default, else a positive finite ``scale``."""
     if scale is None:
         return 1.0 / float(np.sqrt(d_k))
-    value = float(scale)
-    if not (np.isfinite(value) and value > 0):
-        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
-    return value
+    return check_float(scale, "scale")
 
 
 def scaled_dot_product_attention(
@@ -124,6 +128,8 @@ def scaled_dot_product_attention(
         ``d_k = 0``, batch axes that do not broadcast, a mask that is not boolean or does
         not broadcast, a non-positive or non-finite scale, non-finite inputs, or logits
         that overflow the dtype (easy in float16, whose largest number is 65504).
+    TypeError
+        If ``scale`` is not a real number (a bool is not), or an input is a torch tensor.
 
     Examples
     --------
@@ -146,11 +152,7 @@ def scaled_dot_product_attention(
     with np.errstate(over="ignore"):  # an overflow is reported just below, with the cause
         logits = (q.astype(dtype, copy=False) * dtype.type(factor)) @ np.swapaxes(k, -1, -2)
     logits = logits.astype(dtype, copy=False)
-    if not np.all(np.isfinite(logits)):
-        raise ValueError(
-            f"the logits overflowed in {dtype} (largest |q|·|k| is too big for this dtype); "
-            "compute in float32 or float64, or rescale q and k"
-        )
+    require_finite_logits(logits)  # the inputs are finite: a non-finite logit is an overflow
     if mask is not None:
         m = _check_mask(mask, logits.shape)
         logits = np.where(m, logits, dtype.type(-np.inf))
@@ -201,8 +203,8 @@ def self_attention(
     ------
     ValueError
         If a weight matrix is not 2-D or its input size differs from ``x``'s width, if
-        ``w_q`` and ``w_k`` have different ``d_k``, or as in
-        :func:`scaled_dot_product_attention`.
+        ``w_q`` and ``w_k`` have different ``d_k``, if an input is not finite or a
+        projection overflows the dtype, or as in :func:`scaled_dot_product_attention`.
 
     Examples
     --------
@@ -214,8 +216,8 @@ def self_attention(
     array([0.33, 0.33, 0.33])
     """
     x = as_float_array(x, "x")
-    if x.ndim < 2:
-        raise ValueError(f"x must have shape (..., s, d), got shape {x.shape}")
+    require_min_ndim(x, "x", 2, "(..., s, d)")
+    require_finite(x, "x")
     d = x.shape[-1]
     w_q = as_float_array(w_q, "w_q")
     w_k = as_float_array(w_k, "w_k")
@@ -228,4 +230,11 @@ def self_attention(
             )
     if w_q.shape[1] != w_k.shape[1]:
         raise ValueError(f"w_q and w_k must share d_k: got shapes {w_q.shape} and {w_k.shape}")
-    return scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v, mask=mask, scale=scale)
+    projections = []
+    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
+        require_finite(w, name)
+        with np.errstate(over="ignore", invalid="ignore"):  # reported with its cause below
+            p = x @ w
+        require_finite_logits(p, what=f"projection x @ {name}")
+        projections.append(p)
+    return scaled_dot_product_attention(*projections, mask=mask, scale=scale)

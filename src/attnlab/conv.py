@@ -15,7 +15,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab._validate import as_float_array, require_ndim
+from attnlab._validate import (
+    as_float_array,
+    require_finite,
+    require_finite_logits,
+    require_ndim,
+    require_nonempty,
+)
 
 
 def local_context(x: np.typing.ArrayLike, kernel: np.typing.ArrayLike) -> np.ndarray:
@@ -43,7 +49,8 @@ def local_context(x: np.typing.ArrayLike, kernel: np.typing.ArrayLike) -> np.nda
     ValueError
         If ``x`` is not 2-D or empty, ``kernel`` is not 3-D, the kernel has an even number of
         offsets, its input width differs from ``x``'s, or it has more offsets than the sequence
-        has tokens (offsets would wrap onto each other).
+        has tokens (offsets would wrap onto each other); if an input is not finite or the
+        output overflows the dtype.
 
     Notes
     -----
@@ -64,10 +71,11 @@ def local_context(x: np.typing.ArrayLike, kernel: np.typing.ArrayLike) -> np.nda
     kernel = as_float_array(kernel, "kernel")
     require_ndim(x, "x", 2, "(s, d_in)")
     require_ndim(kernel, "kernel", 3, "(2C+1, d_in, d_out)")
+    require_finite(x, "x")
+    require_finite(kernel, "kernel")
     s, d_in = x.shape
     n_offsets = kernel.shape[0]
-    if s == 0:
-        raise ValueError(f"x is an empty sequence: shape {x.shape}")
+    require_nonempty({"x": x})
     if n_offsets % 2 == 0:
         raise ValueError(
             f"kernel must have an odd number 2C+1 of offsets (-C..C), got kernel shape "
@@ -85,8 +93,10 @@ def local_context(x: np.typing.ArrayLike, kernel: np.typing.ArrayLike) -> np.nda
         )
     half = n_offsets // 2
     out = np.zeros((s, kernel.shape[2]), dtype=np.result_type(x, kernel))
-    for c in range(n_offsets):
-        offset = c - half
-        # np.roll(x, -offset)[i] == x[(i + offset) mod s]
-        out += np.roll(x, -offset, axis=0) @ kernel[c]
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below
+        for c in range(n_offsets):
+            offset = c - half
+            # np.roll(x, -offset)[i] == x[(i + offset) mod s]
+            out += np.roll(x, -offset, axis=0) @ kernel[c]
+    require_finite_logits(out, what="output")
     return out

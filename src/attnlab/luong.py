@@ -27,7 +27,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab._validate import as_float_array, require_finite, require_ndim
+from attnlab._validate import (
+    as_float_array,
+    require_finite,
+    require_finite_logits,
+    require_ndim,
+    require_nonempty,
+)
 from attnlab.attention import scaled_dot_product_attention
 from attnlab.softmax import softmax
 
@@ -135,8 +141,7 @@ def _check_inputs(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
             f"keys and values must have the same number of columns m: k has shape {k.shape}, "
             f"v has shape {v.shape}"
         )
-    if q.shape[1] == 0 or k.shape[1] == 0:
-        raise ValueError(f"empty sequence: q has shape {q.shape}, k has shape {k.shape}")
+    require_nonempty({"q": q, "k": k}, axis=-1)
 
 
 def _check_params(
@@ -150,7 +155,7 @@ def _check_params(
 
     Returns ``(w, v_a)`` as float arrays (``None`` where the score takes no such parameter).
     """
-    if score not in SCORES:
+    if not isinstance(score, str) or score not in SCORES:
         raise ValueError(f"unknown score {score!r}; choose one of {', '.join(SCORES)}")
     d_q, d_k = q.shape[0], k.shape[0]
     if score in ("dot", "scaled"):
@@ -161,6 +166,8 @@ def _check_params(
                 f"score {score!r} needs queries and keys of the same size: q has shape "
                 f"{q.shape}, k has shape {k.shape}; use score='general' with w (d_k, d_q)"
             )
+        if d_k == 0:
+            raise ValueError(f"empty key size d_k = 0: q has shape {q.shape}, k {k.shape}")
         return None, None
     if w is None:
         raise ValueError(f"score {score!r} needs the weight matrix w")
@@ -231,8 +238,9 @@ def luong_scores(
     Raises
     ------
     ValueError
-        On an unknown ``score``, a missing or superfluous ``w``/``v_a``, or sizes that do not
-        fit together (each message names the shapes).
+        On an unknown ``score``, a missing or superfluous ``w``/``v_a``, sizes that do not
+        fit together (each message names the shapes), an empty sequence, non-finite inputs,
+        or scores that overflow the dtype.
 
     Examples
     --------
@@ -253,7 +261,18 @@ def luong_scores(
     require_ndim(k, "k", 2, "(d_k, m)")
     require_finite(q, "q")
     require_finite(k, "k")
+    require_nonempty({"q": q, "k": k}, axis=-1)
     w, v_a = _check_params(score, q, k, w, v_a)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below
+        scores = _raw_scores(score, q, k, w, v_a)
+    require_finite_logits(scores, what="scores")
+    return scores
+
+
+def _raw_scores(
+    score: str, q: np.ndarray, k: np.ndarray, w: np.ndarray | None, v_a: np.ndarray | None
+) -> np.ndarray:
+    """The scores of :func:`luong_scores` for checked inputs (may overflow: caller checks)."""
     if score in ("dot", "scaled"):
         # Row convention: scores (n, m) = Q_rows K_rowsᵀ; the column convention is KᵀQ (m, n).
         scale = 1.0 if score == "dot" else 1.0 / np.sqrt(k.shape[0])
@@ -317,7 +336,7 @@ def luong_attention(
     ValueError
         On an unknown ``score``; inputs that are not 2-D or not finite; keys and values with
         different numbers of columns; an empty sequence; missing, superfluous or misshapen
-        ``w``/``v_a``.
+        ``w``/``v_a``; scores that overflow the dtype.
 
     Examples
     --------
@@ -342,7 +361,9 @@ def luong_attention(
         return v @ weights, weights
     if score == "general":
         # k_iᵀ W q_j is a plain dot product of k_i with the transformed query W q_j.
-        q_for_dot, scale = w @ q, 1.0
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below
+            q_for_dot, scale = w @ q, 1.0
+        require_finite_logits(q_for_dot, what="scores (W q)")
     else:
         q_for_dot, scale = q, (1.0 if score == "dot" else None)
     q_rows, k_rows, v_rows = column_to_row(q_for_dot, k, v)

@@ -21,7 +21,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab._validate import as_float_array, require_finite, require_ndim
+from attnlab._validate import (
+    as_float_array,
+    check_int,
+    reject_tensor,
+    require_finite,
+    require_finite_logits,
+    require_min_ndim,
+    require_ndim,
+)
 from attnlab.attention import scaled_dot_product_attention
 
 
@@ -50,8 +58,10 @@ def split_heads(a: np.typing.ArrayLike, h: int) -> np.ndarray:
 
     Raises
     ------
+    TypeError
+        If ``h`` is not an integer (a bool is not: ``True`` is not one head).
     ValueError
-        If ``h`` is not a positive integer or does not divide the last size of ``a``.
+        If ``h < 1`` or ``h`` does not divide the last size of ``a``.
 
     Examples
     --------
@@ -63,10 +73,8 @@ def split_heads(a: np.typing.ArrayLike, h: int) -> np.ndarray:
            [6., 7.]])
     """
     a = as_float_array(a, "a")
-    if a.ndim < 2:
-        raise ValueError(f"split_heads needs an array of shape (..., n, h*k), got {a.shape}")
-    if not isinstance(h, (int, np.integer)) or h < 1:
-        raise ValueError(f"the number of heads h must be a positive integer, got {h!r}")
+    require_min_ndim(a, "a", 2, "(..., n, h*k) in split_heads")
+    h = check_int(h, "h")
     width = a.shape[-1]
     if width % h != 0:
         raise ValueError(
@@ -113,8 +121,7 @@ def merge_heads(a: np.typing.ArrayLike) -> np.ndarray:
            [ 2., 20.]])
     """
     a = as_float_array(a, "a")
-    if a.ndim < 3:
-        raise ValueError(f"merge_heads needs an array of shape (..., h, n, k), got {a.shape}")
+    require_min_ndim(a, "a", 3, "(..., h, n, k) in merge_heads")
     h, n, k = a.shape[-3:]
     return np.swapaxes(a, -3, -2).reshape(*a.shape[:-3], n, h * k)
 
@@ -163,7 +170,8 @@ def multi_head_attention(
     ------
     ValueError
         If a weight is not 3-D (``w_o``: 2-D), if the weights disagree on ``h``, ``d``,
-        ``d_k`` or ``d_v``, if ``w_o`` does not have ``h·d_v`` rows, or as in
+        ``d_k`` or ``d_v``, if they hold no head (``h = 0``), if ``w_o`` does not have
+        ``h·d_v`` rows, if a weight is not finite or a projection overflows the dtype, or as in
         :func:`attnlab.attention.scaled_dot_product_attention` (empty sequence, bad mask, non-finite
         input).
 
@@ -211,19 +219,32 @@ def multi_head_attention(
             f"the weights must be (h, d, ·) with h={h} and d={d} (the width of x {x.shape}): "
             f"got w_q {w_q.shape}, w_v {w_v.shape}"
         )
+    if h == 0:
+        raise ValueError(f"the weights must hold h >= 1 heads, got w_q of shape {w_q.shape}")
+    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v), ("w_o", w_o)):
+        require_finite(w, name)
     if w_o.shape[0] != h * d_v:
         raise ValueError(f"w_o must have h*d_v = {h}*{d_v} = {h * d_v} rows, got shape {w_o.shape}")
+    if s == 0:
+        raise ValueError(f"empty sequence: x has shape {x.shape}; every sequence needs a token")
     if mask is not None:
+        reject_tensor(mask, "mask")
         m = np.asarray(mask)
         if m.shape not in ((s, s), (h, s, s)):
             raise ValueError(
                 f"mask must have shape (s, s) = {(s, s)} or (h, s, s) = {(h, s, s)}, got {m.shape}"
             )
     # Step 1: one projection per head, (s, d) x (h, d, d_k) -> (h, s, d_k).
-    q = np.einsum("sd,hdk->hsk", x, w_q)
-    k = np.einsum("sd,hdk->hsk", x, w_k)
-    v = np.einsum("sd,hdv->hsv", x, w_v)
+    projections = {}
+    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below
+            projections[name] = np.einsum("sd,hdk->hsk", x, w)
+        require_finite_logits(projections[name], what=f"projection x @ {name}")
+    q, k, v = projections.values()
     # Step 2: every head attends at once; the head axis is a batch axis.
     heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)  # (h, s, d_v), (h, s, s)
     # Steps 3-4: (h, s, d_v) -> (s, h, d_v) -> (s, h*d_v), then the output projection.
-    return merge_heads(heads) @ w_o, weights
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = merge_heads(heads) @ w_o
+    require_finite_logits(out, what="output projection @ w_o")
+    return out, weights

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab._validate import as_float_array
+from attnlab._validate import as_float_array, check_int
 
 
 def softmax(x: np.typing.ArrayLike, axis: int = -1) -> np.ndarray:
@@ -44,6 +44,8 @@ def softmax(x: np.typing.ArrayLike, axis: int = -1) -> np.ndarray:
     ValueError
         If ``x`` contains NaN or ``+inf``, ``axis`` is not one of its axes (a scalar has
         none), or ``x`` is empty along ``axis``.
+    TypeError
+        If ``axis`` is not an integer (a bool is not), or ``x`` is a torch tensor.
 
     Examples
     --------
@@ -55,12 +57,16 @@ def softmax(x: np.typing.ArrayLike, axis: int = -1) -> np.ndarray:
     array([1., 0.], dtype=float32)
     """
     x = as_float_array(x, "x")
+    axis = check_int(axis, "axis", minimum=-(2**62))  # the range is checked below
     if np.isnan(x).any() or np.isposinf(x).any():
-        raise ValueError("softmax logits contain NaN or +inf; only -inf (masked) is allowed")
+        raise ValueError("x (the logits) contains NaN or +inf; only -inf (masked) is allowed")
     if not -x.ndim <= axis < x.ndim:
-        raise ValueError(f"axis {axis} is out of range for logits of shape {x.shape}")
+        raise ValueError(f"axis {axis} is out of range for the logits x of shape {x.shape}")
     if x.shape[axis] == 0:
-        raise ValueError(f"softmax needs at least one logit along axis {axis}, got {x.shape}")
+        raise ValueError(
+            f"empty sequence: x has shape {x.shape}; softmax needs at least one logit along "
+            f"axis {axis}"
+        )
     top = np.max(x, axis=axis, keepdims=True)
     # A slice that is all -inf has top = -inf; shifting by 0 there leaves exp(-inf) = 0.
     top = np.where(np.isneginf(top), 0, top)

@@ -3,8 +3,13 @@
 Modules follow torch conventions: ``batch_first`` tensors of shape ``(batch, s, d)``, and
 ``nn.Linear`` weights stored as ``(out, in)``. Conversions to and from the numpy core's
 ``(in, out)`` matrices are explicit.
+
+Shapes, dtypes and sizes are always checked; values (NaN or infinite inputs, logits that
+overflow the dtype) only while :func:`check_values` is on, because looking at every number
+waits for the device (see "Error contract" on the API page).
 """
 
+from attnlab._validate import check_values, values_checked
 from attnlab.nn.attention import (
     ScaledDotProductAttention,
     masked_softmax,
@@ -16,6 +21,8 @@ from attnlab.nn.multihead import AttentionHead, MultiHeadAttention, to_torch_att
 from attnlab.nn.positions import GAMRelativeAttention, ShawRelativeAttention
 
 __all__: list[str] = [
+    "check_values",
+    "values_checked",
     "scaled_dot_product_attention",
     "ScaledDotProductAttention",
     "masked_softmax",

@@ -14,37 +14,64 @@ import math
 import torch
 from torch import Tensor, nn
 
+from attnlab._validate import (
+    check_float,
+    require_finite,
+    require_finite_logits,
+    require_min_ndim,
+    require_nonempty,
+    shape_of,
+    values_checked,
+)
+
 
 def _check_inputs(q: Tensor, k: Tensor, v: Tensor) -> None:
-    """Raise ``ValueError`` unless ``q``, ``k``, ``v`` have compatible attention shapes."""
+    """Raise unless ``q``, ``k``, ``v`` have compatible attention shapes (values if switched on)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dim() < 2:
-            raise ValueError(f"{name} must have shape (..., s, d), got shape {tuple(t.shape)}")
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        require_min_ndim(t, name, 2, "(..., s, d)")
         if not t.is_floating_point():
             raise ValueError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
     if not q.dtype == k.dtype == v.dtype:
         raise ValueError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
+    if not q.device == k.device == v.device:
+        raise ValueError(
+            f"q, k and v must be on one device, got {q.device}, {k.device} and {v.device}"
+        )
     if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"queries and keys must share d_k: q {tuple(q.shape)}, k {tuple(k.shape)}")
+        raise ValueError(
+            f"queries and keys must share d_k: q has shape {shape_of(q)}, k has shape {shape_of(k)}"
+        )
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(
-            f"keys and values must have the same length s_k: k {tuple(k.shape)}, v {tuple(v.shape)}"
+            f"keys and values must have the same length s_k: k has shape {shape_of(k)}, "
+            f"v has shape {shape_of(v)}"
         )
-    if q.shape[-2] == 0 or k.shape[-2] == 0:
-        raise ValueError(f"empty sequence: q {tuple(q.shape)}, k {tuple(k.shape)}")
+    require_nonempty({"q": q, "k": k})
     if q.shape[-1] == 0:
-        raise ValueError(f"empty key size d_k = 0: q {tuple(q.shape)}, k {tuple(k.shape)}")
+        raise ValueError(
+            f"empty key size d_k = 0: q has shape {shape_of(q)}, k has shape {shape_of(k)}"
+        )
     try:
         torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except RuntimeError:
         raise ValueError(
-            f"the leading (batch) axes of q {tuple(q.shape)}, k {tuple(k.shape)} and "
-            f"v {tuple(v.shape)} do not broadcast"
+            f"the leading (batch) axes of q {shape_of(q)}, k {shape_of(k)} and "
+            f"v {shape_of(v)} do not broadcast"
         ) from None
+    if values_checked():
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            require_finite(t, name)
 
 
 def _check_mask(mask: Tensor, logits_shape: torch.Size) -> None:
     """Raise ``ValueError`` unless ``mask`` is boolean and broadcasts to ``logits_shape``."""
+    if not isinstance(mask, Tensor):
+        raise TypeError(
+            f"mask must be a torch.Tensor of bool, got {type(mask).__name__}; "
+            "convert a numpy mask with torch.from_numpy(mask)"
+        )
     if mask.dtype != torch.bool:
         raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
     try:
@@ -53,8 +80,8 @@ def _check_mask(mask: Tensor, logits_shape: torch.Size) -> None:
         full = None
     if full != logits_shape:
         raise ValueError(
-            f"mask of shape {tuple(mask.shape)} does not broadcast to the logits of shape "
-            f"{tuple(logits_shape)} (..., s_q, s_k)"
+            f"mask of shape {shape_of(mask)} does not broadcast to the attention logits of "
+            f"shape {tuple(logits_shape)} (..., s_q, s_k)"
         )
 
 
@@ -85,7 +112,9 @@ def masked_softmax(logits: Tensor, mask: Tensor | None) -> Tensor:
     Raises
     ------
     ValueError
-        If ``mask`` is not boolean or does not broadcast to the logits.
+        If ``mask`` is not boolean or does not broadcast to the logits; while
+        :func:`attnlab.nn.check_values` is on, also if a logit is NaN or infinite (an
+        overflow of the dtype or a non-finite input upstream).
 
     Examples
     --------
@@ -95,6 +124,8 @@ def masked_softmax(logits: Tensor, mask: Tensor | None) -> Tensor:
     tensor([[0.5000, 0.5000, 0.0000],
             [0.0000, 0.0000, 0.0000]])
     """
+    if values_checked():
+        require_finite_logits(logits)
     if mask is None:
         return torch.softmax(logits, dim=-1)
     _check_mask(mask, logits.shape)
@@ -139,8 +170,12 @@ def scaled_dot_product_attention(
     ------
     ValueError
         On mismatched ``d_k``, keys and values of different lengths, an empty sequence,
-        batch axes that do not broadcast, inputs of different or non-float dtypes, a
-        non-positive scale, or a mask that is not boolean or does not broadcast.
+        batch axes that do not broadcast, inputs of different or non-float dtypes or
+        devices, a non-positive scale, or a mask that is not boolean or does not broadcast.
+        While :func:`attnlab.nn.check_values` is on, also on non-finite inputs and on logits
+        that overflow the dtype (as the numpy core always does); otherwise those give NaN.
+    TypeError
+        If an input is not a tensor or ``scale`` is not a real number.
 
     Examples
     --------
@@ -153,10 +188,7 @@ def scaled_dot_product_attention(
             [0.2500, 0.7500]])
     """
     _check_inputs(q, k, v)
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
-    elif not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else check_float(scale, "scale")
     # Scaling the queries (s_q·d_k numbers) is cheaper than scaling the logits (s_q·s_k).
     logits = (q * scale) @ k.transpose(-2, -1)
     weights = masked_softmax(logits, mask)
@@ -192,9 +224,7 @@ class ScaledDotProductAttention(nn.Module):
 
     def __init__(self, scale: float | None = None) -> None:
         super().__init__()
-        if scale is not None and not (math.isfinite(scale) and scale > 0):
-            raise ValueError(f"scale must be a positive finite number, got {scale!r}")
-        self.scale = scale
+        self.scale = None if scale is None else check_float(scale, "scale")
 
     def forward(
         self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None

@@ -13,7 +13,7 @@ encoder states, and the attentional state ``tanh(W_c [c_t; h_t])`` that predicts
 token.
 
 Run ``python -m attnlab.nn.luong`` for a longer training run of every score on the date task
-(with a progress bar).
+(with a progress bar); ``--device auto`` trains on a GPU if there is one.
 """
 
 from __future__ import annotations
@@ -24,6 +24,13 @@ import math
 import torch
 from torch import Tensor, nn
 
+from attnlab._validate import (
+    check_int,
+    require_finite,
+    require_nonempty,
+    shape_of,
+    values_checked,
+)
 from attnlab.data import BOS_ID, PAD_ID, SequenceTask, date_task
 from attnlab.nn.attention import masked_softmax
 from attnlab.train import count_parameters
@@ -63,8 +70,13 @@ class LuongAttention(nn.Module):
 
     Raises
     ------
+    TypeError
+        If a size is not an integer (a bool is not), or an input is not a tensor.
     ValueError
-        On an unknown score, missing sizes, or (in ``forward``) inputs whose sizes disagree.
+        On an unknown score, missing or non-positive sizes, or (in ``forward``) inputs whose
+        ranks, sizes, batch sizes, dtypes or devices disagree, an empty sequence (``n = 0`` or
+        ``m = 0``), or a bad ``key_mask``. With :func:`attnlab.nn.check_values` on, also
+        non-finite inputs and logits that overflow the dtype.
 
     Examples
     --------
@@ -88,16 +100,21 @@ class LuongAttention(nn.Module):
         attn_size: int | None = None,
     ) -> None:
         super().__init__()
-        if score not in SCORES:
+        if not isinstance(score, str) or score not in SCORES:
             raise ValueError(f"unknown score {score!r}; choose one of {', '.join(SCORES)}")
         self.score = score
-        self.query_size = query_size
-        self.key_size = key_size
         if score in ("general", "concat") and (query_size is None or key_size is None):
             raise ValueError(
                 f"score {score!r} needs query_size and key_size, got query_size={query_size}, "
                 f"key_size={key_size}"
             )
+        sizes = {"query_size": query_size, "key_size": key_size, "attn_size": attn_size}
+        for name, value in sizes.items():
+            if value is not None:
+                sizes[name] = check_int(value, name)
+        query_size, key_size, attn_size = sizes.values()
+        self.query_size = query_size
+        self.key_size = key_size
         if score == "general":
             self.w = nn.Linear(key_size, query_size, bias=False)  # weight (d_q, d_k) = W_a
         elif score == "concat":
@@ -110,26 +127,52 @@ class LuongAttention(nn.Module):
         return f"score={self.score!r}"
 
     def _check(self, query: Tensor, keys: Tensor) -> None:
+        for name, t in (("query", query), ("keys", keys)):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+            if not t.is_floating_point():
+                raise ValueError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
         if query.dim() != 3 or keys.dim() != 3 or query.shape[0] != keys.shape[0]:
             raise ValueError(
                 f"query must be (B, n, d_q) and keys (B, m, d_k) with the same B, got "
-                f"query {tuple(query.shape)}, keys {tuple(keys.shape)}"
+                f"query of shape {shape_of(query)}, keys of shape {shape_of(keys)}"
             )
+        if query.dtype != keys.dtype or query.device != keys.device:
+            raise ValueError(
+                f"query and keys must share dtype and device, got query {query.dtype} on "
+                f"{query.device}, keys {keys.dtype} on {keys.device}"
+            )
+        for param in self.parameters():
+            if param.dtype != query.dtype or param.device != query.device:
+                raise ValueError(
+                    f"query is {query.dtype} on {query.device} but the module's parameters are "
+                    f"{param.dtype} on {param.device}; convert one with .to(...)"
+                )
+        require_nonempty({"query": query, "keys": keys})
         d_q, d_k = query.shape[-1], keys.shape[-1]
         if self.score in ("dot", "scaled") and d_q != d_k:
             raise ValueError(
-                f"score {self.score!r} needs d_q = d_k, got query {tuple(query.shape)}, "
-                f"keys {tuple(keys.shape)}; use score='general'"
+                f"score {self.score!r} needs d_q = d_k, got query {shape_of(query)}, "
+                f"keys {shape_of(keys)}; use score='general'"
             )
+        if self.score in ("dot", "scaled") and d_k == 0:
+            raise ValueError(f"empty key size d_k = 0: keys has shape {shape_of(keys)}")
         if self.score in ("general", "concat") and (d_q, d_k) != (self.query_size, self.key_size):
             raise ValueError(
                 f"this LuongAttention({self.score!r}) expects d_q={self.query_size}, "
-                f"d_k={self.key_size}, got query {tuple(query.shape)}, keys {tuple(keys.shape)}"
+                f"d_k={self.key_size}, got query {shape_of(query)}, keys {shape_of(keys)}"
             )
+        if values_checked():
+            require_finite(query, "query")
+            require_finite(keys, "keys")
 
     def scores(self, query: Tensor, keys: Tensor) -> Tensor:
         """The score of every key for every query, before the softmax: ``(B, n, m)``."""
         self._check(query, keys)
+        return self._scores(query, keys)
+
+    def _scores(self, query: Tensor, keys: Tensor) -> Tensor:
+        """:meth:`scores` without the checks (the caller has run them)."""
         if self.score == "dot":
             return query @ keys.transpose(-2, -1)
         if self.score == "scaled":
@@ -174,19 +217,31 @@ class LuongAttention(nn.Module):
         weights : torch.Tensor
             ``(B, n, m)``; each row sums to one over the unmasked keys.
         """
+        self._check(query, keys)
         values = keys if values is None else values
-        if values.shape[:2] != keys.shape[:2]:
+        if not isinstance(values, Tensor):
+            raise TypeError(f"values must be a torch.Tensor, got {type(values).__name__}")
+        if values.dim() != 3 or values.shape[:2] != keys.shape[:2]:
             raise ValueError(
-                f"values must be (B, m, d_v) like keys {tuple(keys.shape)}, "
-                f"got {tuple(values.shape)}"
+                f"values must be (B, m, d_v) like keys of shape {shape_of(keys)}, "
+                f"got values of shape {shape_of(values)}"
             )
-        logits = self.scores(query, keys)
+        if values.dtype != keys.dtype or values.device != keys.device:
+            raise ValueError(
+                f"values must share dtype and device with keys ({keys.dtype} on {keys.device}), "
+                f"got {values.dtype} on {values.device}"
+            )
+        if values_checked():
+            require_finite(values, "values")
+        logits = self._scores(query, keys)
         mask = None
         if key_mask is not None:
+            if not isinstance(key_mask, Tensor):
+                raise TypeError(f"key_mask must be a torch.Tensor, got {type(key_mask).__name__}")
             if key_mask.dtype != torch.bool or key_mask.shape != keys.shape[:2]:
                 raise ValueError(
-                    f"key_mask must be a bool tensor of shape (B, m) = {tuple(keys.shape[:2])}, "
-                    f"got {key_mask.dtype} {tuple(key_mask.shape)}"
+                    f"key_mask must be a bool tensor of shape (B, m) = {shape_of(keys)[:2]}, "
+                    f"got {key_mask.dtype} of shape {shape_of(key_mask)}"
                 )
             mask = key_mask.unsqueeze(1)  # (B, 1, m): the same keys for every query
         weights = masked_softmax(logits, mask)
@@ -200,11 +255,11 @@ class LuongAttention(nn.Module):
         ``"concat"``: ``{"w": W_a (d_a, d_q + d_k), "v_a": v_a (d_a,)}``. Otherwise ``{}``.
         """
         if self.score == "general":
-            return {"w": self.w.weight.detach().numpy().T.copy()}
+            return {"w": self.w.weight.detach().cpu().numpy().T.copy()}
         if self.score == "concat":
             return {
-                "w": self.w.weight.detach().numpy().copy(),
-                "v_a": self.v_a.detach().numpy().copy(),
+                "w": self.w.weight.detach().cpu().numpy().copy(),
+                "v_a": self.v_a.detach().cpu().numpy().copy(),
             }
         return {}
 
@@ -234,6 +289,19 @@ class LuongSeq2Seq(nn.Module):
     ``src (B, m)``, ``src_lengths (B,)``, ``tgt_in (B, n)`` → ``logits (B, n, V_tgt)``,
     ``weights (B, n, m)``.
 
+    Raises
+    ------
+    TypeError
+        If a size is not an integer (a bool is not) or an input is not a tensor.
+    ValueError
+        If a size is not positive; in ``forward``, ``encode`` and ``greedy``: token ids that
+        are not integer tensors of shape ``(B, m)``/``(B, n)`` or lie outside the vocabulary,
+        lengths that are not ``(B,)`` integers in ``1..m`` (an empty source has nothing to
+        attend to; a length above ``m`` would read past the padding), batch sizes that
+        disagree, or ``steps < 1``. Ids and lengths are always checked, although that reads
+        their values: an out-of-range id would otherwise be an ``IndexError`` on the CPU and
+        a device-side assert, which ends the process, on a GPU.
+
     Examples
     --------
     >>> import torch
@@ -256,6 +324,9 @@ class LuongSeq2Seq(nn.Module):
         embed: int = 32,
     ) -> None:
         super().__init__()
+        src_vocab_size = check_int(src_vocab_size, "src_vocab_size", minimum=PAD_ID + 1)
+        tgt_vocab_size = check_int(tgt_vocab_size, "tgt_vocab_size", minimum=PAD_ID + 1)
+        hidden, embed = check_int(hidden, "hidden"), check_int(embed, "embed")
         self.src_embed = nn.Embedding(src_vocab_size, embed, padding_idx=PAD_ID)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, embed, padding_idx=PAD_ID)
         self.encoder = nn.GRU(embed, hidden, batch_first=True)
@@ -264,18 +335,49 @@ class LuongSeq2Seq(nn.Module):
         self.combine = nn.Linear(2 * hidden, hidden)  # W_c in tanh(W_c [c_t; h_t]), plus a bias
         self.out = nn.Linear(hidden, tgt_vocab_size)
 
+    @staticmethod
+    def _check_ids(ids: Tensor, name: str, layout: str, vocab_size: int) -> None:
+        """Token ids: an integer tensor ``(B, length)``, ``length >= 1``, ids in the vocabulary."""
+        if not isinstance(ids, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(ids).__name__}")
+        if ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+            raise ValueError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
+        if ids.dim() != 2:
+            raise ValueError(f"{name} must have shape {layout}, got shape {shape_of(ids)}")
+        require_nonempty({name: ids}, axis=1)
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+            raise ValueError(
+                f"{name} holds ids from {int(ids.min())} to {int(ids.max())}, outside the "
+                f"vocabulary 0..{vocab_size - 1}"
+            )
+
     def encode(self, src: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Encoder states ``(B, m, H)``, the decoder's start state ``(1, B, H)``, the key mask."""
-        if src.dim() != 2 or src_lengths.shape != src.shape[:1]:
+        self._check_ids(src, "src", "(B, m)", self.src_embed.num_embeddings)
+        if not isinstance(src_lengths, Tensor):
+            raise TypeError(f"src_lengths must be a torch.Tensor, got {type(src_lengths).__name__}")
+        if src_lengths.dtype.is_floating_point or src_lengths.dtype == torch.bool:
+            raise ValueError(f"src_lengths must hold integers, got dtype {src_lengths.dtype}")
+        if src_lengths.shape != src.shape[:1]:
             raise ValueError(
-                f"src must be (B, m) and src_lengths (B,), got {tuple(src.shape)} and "
-                f"{tuple(src_lengths.shape)}"
+                f"src must be (B, m) and src_lengths (B,), got src of shape {shape_of(src)} and "
+                f"src_lengths of shape {shape_of(src_lengths)}"
+            )
+        src_lengths = src_lengths.to(device=src.device, dtype=torch.long)
+        m = src.shape[1]
+        if src_lengths.numel() and (int(src_lengths.min()) < 1 or int(src_lengths.max()) > m):
+            raise ValueError(
+                f"src_lengths must lie in 1..m = 1..{m} (src has shape {shape_of(src)}), got "
+                f"lengths from {int(src_lengths.min())} to {int(src_lengths.max())}; "
+                "an empty source has no state to attend to"
             )
         states, _ = self.encoder(self.src_embed(src))
         # The GRU is causal, so the state at position length-1 has read exactly the real
         # tokens; the states over padding are masked out of the attention.
-        last = states[torch.arange(src.shape[0]), src_lengths - 1]  # (B, H)
-        key_mask = torch.arange(src.shape[1]).unsqueeze(0) < src_lengths.unsqueeze(1)
+        rows = torch.arange(src.shape[0], device=src.device)
+        last = states[rows, src_lengths - 1]  # (B, H)
+        positions = torch.arange(m, device=src.device)
+        key_mask = positions.unsqueeze(0) < src_lengths.unsqueeze(1)
         return states, last.unsqueeze(0).contiguous(), key_mask
 
     def _predict(
@@ -289,6 +391,13 @@ class LuongSeq2Seq(nn.Module):
     def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
         """Teacher forcing: logits for every target position given the previous true tokens."""
         enc_states, start, key_mask = self.encode(src, src_lengths)
+        self._check_ids(tgt_in, "tgt_in", "(B, n)", self.tgt_embed.num_embeddings)
+        if tgt_in.shape[0] != src.shape[0] or tgt_in.device != src.device:
+            raise ValueError(
+                f"tgt_in must have the batch size and device of src: src has shape "
+                f"{shape_of(src)} on {src.device}, tgt_in has shape {shape_of(tgt_in)} on "
+                f"{tgt_in.device}"
+            )
         dec_states, _ = self.decoder(self.tgt_embed(tgt_in), start)
         return self._predict(dec_states, enc_states, key_mask)
 
@@ -298,8 +407,9 @@ class LuongSeq2Seq(nn.Module):
 
         Returns the tokens ``(B, steps)`` and the attention weights ``(B, steps, m)``.
         """
+        steps = check_int(steps, "steps")
         enc_states, state, key_mask = self.encode(src, src_lengths)
-        token = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long)
+        token = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long, device=src.device)
         tokens, weights = [], []
         for _ in range(steps):
             dec_state, state = self.decoder(self.tgt_embed(token), state)
@@ -358,10 +468,34 @@ def exact_match(model: LuongSeq2Seq, task: SequenceTask) -> float:
     Decodes as many steps as the target is long; positions that are padding in the target
     are not compared.
     """
-    src, src_lengths, _, tgt_out = task_tensors(task)
+    parameters = list(model.parameters()) if isinstance(model, nn.Module) else []
+    device = parameters[0].device if parameters else torch.device("cpu")
+    src, src_lengths, _, tgt_out = (t.to(device) for t in task_tensors(task))
     tokens, _ = model.greedy(src, src_lengths, steps=tgt_out.shape[1])
     correct = ((tokens == tgt_out) | (tgt_out == PAD_ID)).all(dim=1)
     return correct.float().mean().item()
+
+
+def resolve_device(name: str) -> torch.device:
+    """The device of ``python -m attnlab.nn.luong --device``: ``"auto"`` is cuda if available.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not ``"auto"`` or a device torch knows.
+
+    Examples
+    --------
+    >>> from attnlab.nn.luong import resolve_device
+    >>> resolve_device("cpu")
+    device(type='cpu')
+    """
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise ValueError(f'device must be "auto", "cpu" or "cuda[:N]", got {name!r}') from None
 
 
 def _main() -> None:  # pragma: no cover - a long run, exercised by hand
@@ -373,16 +507,20 @@ def _main() -> None:  # pragma: no cover - a long run, exercised by hand
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (small models: 1)")
+    parser.add_argument(
+        "--device", default="cpu", help='"cpu" (default), "cuda", or "auto" (cuda if available)'
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
     train_set, test_set = date_task(args.examples + 1000, seed=args.seed).split(1000)
     print("| score | parameters | exact match |\n|---|---|---|")
     for score in SCORES:
         torch.manual_seed(args.seed)
         model = LuongSeq2Seq(
             len(train_set.src_vocab), len(train_set.tgt_vocab), score, hidden=args.hidden
-        )
-        data = task_tensors(train_set)
+        ).to(device)
+        data = tuple(t.to(device) for t in task_tensors(train_set))
         train(
             model,
             lambda epoch, data=data: tensor_batches(*data, batch_size=64, seed=epoch),

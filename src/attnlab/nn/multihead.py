@@ -18,7 +18,34 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab._validate import (
+    check_int,
+    require_finite,
+    require_nonempty,
+    shape_of,
+    values_checked,
+)
 from attnlab.nn.attention import _check_mask, scaled_dot_product_attention
+
+
+def _check_tokens(t: Tensor, name: str, weight: Tensor, layout: str) -> None:
+    """Type, dtype and device of a token tensor against the module's ``weight``."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != weight.dtype:
+        raise ValueError(
+            f"{name} has dtype {t.dtype} but the module's weights are {weight.dtype}; "
+            f"convert one of them with .to(dtype)"
+        )
+    if t.device != weight.device:
+        raise ValueError(
+            f"{name} is on {t.device} but the module's weights are on {weight.device}; "
+            f"move one of them with .to(device)"
+        )
+    if t.dim() < 2:
+        raise ValueError(f"{name} must have shape {layout}, got shape {shape_of(t)}")
+    if values_checked():
+        require_finite(t, name)
 
 
 def to_torch_attn_mask(mask: Tensor) -> Tensor:
@@ -44,6 +71,8 @@ def to_torch_attn_mask(mask: Tensor) -> Tensor:
 
     Raises
     ------
+    TypeError
+        If ``mask`` is not a torch tensor (a numpy mask: ``torch.from_numpy(mask)`` first).
     ValueError
         If ``mask`` is not boolean.
 
@@ -56,6 +85,11 @@ def to_torch_attn_mask(mask: Tensor) -> Tensor:
     tensor([[False,  True],
             [False, False]])
     """
+    if not isinstance(mask, Tensor):
+        raise TypeError(
+            f"mask must be a torch.Tensor of bool, got {type(mask).__name__}; "
+            "convert a numpy mask with torch.from_numpy(mask)"
+        )
     if mask.dtype != torch.bool:
         raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
     return ~mask
@@ -80,8 +114,11 @@ class AttentionHead(nn.Module):
 
     Raises
     ------
+    TypeError
+        If a size is not an integer (a bool is not), or ``x`` is not a tensor.
     ValueError
-        If a size is not a positive integer, or (in ``forward``) if ``x`` has the wrong width.
+        If a size is not positive, or (in ``forward``) if ``x`` has the wrong width, dtype or
+        device, is an empty sequence, or (with :func:`attnlab.nn.check_values`) is not finite.
 
     Examples
     --------
@@ -96,9 +133,8 @@ class AttentionHead(nn.Module):
 
     def __init__(self, hidden_size: int, head_size: int, bias: bool = True) -> None:
         super().__init__()
-        for name, value in (("hidden_size", hidden_size), ("head_size", head_size)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        hidden_size = check_int(hidden_size, "hidden_size")
+        head_size = check_int(head_size, "head_size")
         self.hidden_size = hidden_size
         self.head_size = head_size
         self.query = nn.Linear(hidden_size, head_size, bias=bias)
@@ -107,10 +143,12 @@ class AttentionHead(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Attend over ``x``; return ``(output, probabilities)`` (see the class docstring)."""
+        _check_tokens(x, "x", self.query.weight, "(..., s, hidden_size)")
         if x.shape[-1] != self.hidden_size:
             raise ValueError(
-                f"x must have last size hidden_size={self.hidden_size}, got shape {tuple(x.shape)}"
+                f"x must have last size hidden_size={self.hidden_size}, got shape {shape_of(x)}"
             )
+        require_nonempty({"x": x})
         return scaled_dot_product_attention(self.query(x), self.key(x), self.value(x), mask=mask)
 
 
@@ -140,9 +178,14 @@ class MultiHeadAttention(nn.Module):
 
     Raises
     ------
+    TypeError
+        If ``d`` or ``h`` is not an integer (a bool is not), or an input is not a tensor.
     ValueError
         If ``h`` does not divide ``d`` or a size is not positive; in ``forward``, if an input
-        has the wrong width.
+        has the wrong rank, width, dtype or device, ``x`` and ``context`` have different
+        batch sizes, a sequence is empty, or the mask is not 2-, 3- or 4-D, not boolean or
+        does not broadcast. With :func:`attnlab.nn.check_values` on, also non-finite inputs
+        and overflowing logits (the weights are then computed explicitly).
 
     Examples
     --------
@@ -161,9 +204,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d: int, h: int, bias: bool = True) -> None:
         super().__init__()
-        for name, value in (("d", d), ("h", h)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        d, h = check_int(d, "d"), check_int(h, "h")
         if d % h != 0:
             raise ValueError(
                 f"h={h} heads must divide the model width d={d} (d_k = d/h = {d / h:g} is not "
@@ -211,6 +252,10 @@ class MultiHeadAttention(nn.Module):
         weights : torch.Tensor
             Only if ``need_weights``: ``(b, h, s, s_k)`` (``(h, s, s_k)`` unbatched).
         """
+        weight = self.q_proj.weight
+        _check_tokens(x, "x", weight, "(b, s, d) or (s, d)")
+        if context is not None:
+            _check_tokens(context, "context", weight, "(b, s_k, d) or (s_k, d)")
         unbatched = x.dim() == 2
         if context is None:
             context = x
@@ -218,20 +263,36 @@ class MultiHeadAttention(nn.Module):
             x, context = x.unsqueeze(0), context.unsqueeze(0)
         for name, t in (("x", x), ("context", context)):
             if t.dim() != 3 or t.shape[-1] != self.d:
-                raise ValueError(f"{name} must have shape (b, s, d={self.d}), got {tuple(t.shape)}")
-        if mask is not None and mask.dim() == 3:
-            mask = mask.unsqueeze(1)  # (b, s, s_k) -> (b, 1, s, s_k): the same for every head
+                raise ValueError(
+                    f"{name} must have shape (b, s, d={self.d}), got shape {shape_of(t)}"
+                )
+        if x.shape[0] != context.shape[0]:
+            raise ValueError(
+                f"x and context must have the same batch size: x has shape {shape_of(x)}, "
+                f"context has shape {shape_of(context)}"
+            )
+        require_nonempty({"x": x, "context": context})
+        if mask is not None:
+            if not isinstance(mask, Tensor):
+                raise TypeError(f"mask must be a torch.Tensor of bool, got {type(mask).__name__}")
+            if mask.dim() not in (2, 3, 4):
+                raise ValueError(
+                    f"mask must have shape (s, s_k), (b, s, s_k) or (b, h, s, s_k), "
+                    f"got shape {shape_of(mask)}"
+                )
+            if mask.dim() == 3:
+                mask = mask.unsqueeze(1)  # (b, s, s_k) -> (b, 1, s, s_k): same for every head
+            _check_mask(mask, torch.Size((x.shape[0], self.h, x.shape[1], context.shape[1])))
+        explicit = need_weights or values_checked()  # the value checks need the logits
         q = self._split(self.q_proj(x))
         k = self._split(self.k_proj(context))
         v = self._split(self.v_proj(context))
-        if need_weights:
+        if explicit:
             heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)  # (b, h, s, d_k)
         else:
             # Same heads from PyTorch's fused kernel, which never stores the (b, h, s, s_k)
             # weights: it shares the book's mask convention and, in torch 2.13, also gives a
             # zero output for a query with no allowed key (tests/test_nn_multihead.py checks).
-            if mask is not None:
-                _check_mask(mask, torch.Size((*q.shape[:-1], k.shape[-2])))
             heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         b, _, s, _ = heads.shape
         out = self.out_proj(heads.transpose(1, 2).reshape(b, s, self.d))  # transpose, then flatten
