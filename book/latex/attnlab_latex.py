@@ -74,7 +74,7 @@ def _doc_label(translator: Any, node: nodes.Element) -> str:
     docname = registry.get(label, {}).get("docname", "")
     if not label or not docname:
         return ""
-    return r"\phantomsection\label{\detokenize{%s:%s}}" % (docname, label)
+    return r"\phantomsection\label{\detokenize{" + f"{docname}:{label}" + "}}"
 
 
 def _visit_exercise(translator: Any, node: nodes.Element) -> None:
@@ -107,7 +107,7 @@ def _solution_label(env: Any, node: nodes.Element) -> str:
     """The label sphinx-exercise's LaTeX visitor writes for a solution (see its nodes.py)."""
     label = node.attributes.get("label", "")
     docname = env.sphinx_exercise_registry.get(label, {}).get("docname", "")
-    return "%s:%s" % (docname, label)
+    return f"{docname}:{label}"
 
 
 def _page_title(page: nodes.Element) -> str:
@@ -180,8 +180,11 @@ class SolutionsAppendix(SphinxPostTransform):
             label = _solution_label(self.env, solution)
             link = nodes.raw(
                 "",
-                r"\par\noindent{\small\sphinxstyleemphasis{Solution: "
-                r"\hyperref[%s]{page~\pageref*{%s}}}}\par" % (label, label),
+                r"\par\noindent{\small\sphinxstyleemphasis{Solution: \hyperref["
+                + label
+                + r"]{page~\pageref*{"
+                + label
+                + r"}}}}\par",
                 format="latex",
             )
             parent[parent.index(solution)] = link
