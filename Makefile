@@ -12,6 +12,17 @@ PYTHON  ?= $(shell command -v python3.11 || command -v python3)
 # pip on this kind of machine warns about every missing local index folder: keep its output short.
 PIP_QUIET := 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
 
+# PyTorch. From PyPI, torch==2.13.0 on Linux x86_64 is the CUDA build: the 527 MB wheel plus
+# about 2.2 GB of NVIDIA libraries and triton (2.7 GB of wheels, measured from PyPI's metadata).
+# `make setup TORCH_INDEX=cpu` takes the CPU-only wheel from PyTorch's own index instead
+# (pip's standard index options; every other package still comes from PyPI).
+TORCH_INDEX ?=
+ifeq ($(TORCH_INDEX),cpu)
+PIP_INDEX := --index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple
+else ifneq ($(TORCH_INDEX),)
+$(error TORCH_INDEX is 'cpu' or unset, not '$(TORCH_INDEX)')
+endif
+
 NBVAL_OPTS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg \
               --nbval-cell-timeout=600 -p no:cacheprovider
 BOOK_OPTS  := -W -n --keep-going
@@ -37,7 +48,7 @@ $(STAMP): requirements.txt pyproject.toml
 	  { echo "attnlab needs Python >= 3.11; found $$($(PYTHON) --version). Set PYTHON=..."; exit 1; }
 	@test -x $(PY) || { echo "==> creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
 	@echo "==> installing requirements.txt into $(VENV) (about 2 minutes the first time)"
-	@set -o pipefail; $(PY) -m pip install -q -r requirements.txt $(PIP_QUIET)
+	@set -o pipefail; $(PY) -m pip install -q $(PIP_INDEX) -r requirements.txt $(PIP_QUIET)
 	@$(PY) -c 'import torch, numpy, jupyter_book, nbval' || { echo "install failed"; exit 1; }
 	@set -o pipefail; $(PY) -m pip install -q --no-deps -e . $(PIP_QUIET)
 	@$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (attnlab)" >/dev/null
@@ -120,8 +131,15 @@ browser: setup
 	  echo "    browser tests took $${SECONDS}s (screenshots in _build/screenshots/)"
 
 # ---- the rest -------------------------------------------------------------------------------
+# Jupyter refuses to start as root ("Running as root is not recommended"), which is how a
+# container or a cloud notebook image runs: there, pass the flag it asks for, and say so.
 lab: setup
-	$(BIN)/jupyter lab notebooks/
+	@if [ "$$(id -u)" -eq 0 ]; then \
+	  echo "make lab: running as root (a container?): starting JupyterLab with --allow-root"; \
+	  $(BIN)/jupyter lab --allow-root notebooks/; \
+	else \
+	  $(BIN)/jupyter lab notebooks/; \
+	fi
 
 # Re-execute one notebook top to bottom in a fresh kernel and store its outputs:
 #   make execute NB=notebooks/01_local_context.ipynb
