@@ -18,6 +18,7 @@ PACKAGES=(
     fonts-freefont-otf         # FreeSerif/FreeSans: Greek, arrows, maths symbols in the text
     fonts-dejavu-core          # DejaVu Sans Mono: the code font (has the ᵀ FreeMono lacks)
     latexmk                    # runs xelatex as often as cross-references need
+    fontconfig                 # fc-list, to tell whether the fonts are there
     poppler-utils              # pdftotext and pdfinfo for scripts/check_pdf.py
 )
 
