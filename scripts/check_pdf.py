@@ -9,6 +9,8 @@ Fails (exit 1, one line per problem) when:
 - the text has ``??`` (LaTeX's mark for an unresolved reference);
 - XeLaTeX's log reports an undefined reference or citation, labels that may have changed
   (the last run was not stable), or a missing character (a glyph none of the fonts has);
+- a line sticks out into the margin by more than ``OVERFULL_PT`` (code or a table that neither
+  wraps nor shrinks: LaTeX's "Overfull \\hbox");
 - the LaTeX source shows TeX as text in the prose (``\\textbackslash{}name`` or ``\\$`` outside
   code): maths or markup that was not rendered;
 - fewer images were placed than the sources show (every PNG output of the notebooks and every
@@ -38,6 +40,10 @@ LOG_PROBLEMS = [
     (re.compile(r"Label `[^']*' multiply defined"), "label defined twice"),
     (re.compile(r"Missing character: There is no .*"), "missing character"),
 ]
+# An overfull line is reported past this (a few points are invisible; code that does not wrap is
+# centimetres wide).
+OVERFULL_PT = 10.0
+_OVERFULL = re.compile(r"Overfull \\hbox \((\d+(?:\.\d+)?)pt too wide\).*")
 # Markdown/MyST markup a heading may carry that the typeset title does not show.
 _MARKUP = re.compile(r"[`*_]|\{[a-z:]+\}")
 _FIGURE = re.compile(r"^(```|:::)\{(figure|image)\}", re.M)
@@ -103,6 +109,9 @@ def log_problems(log: str) -> list[str]:
             match = pattern.search(line)
             if match:
                 problems.append(f"log: {what}: {match.group(0)}")
+        overfull = _OVERFULL.search(line)
+        if overfull and float(overfull.group(1)) > OVERFULL_PT:
+            problems.append(f"log: a line runs into the margin: {overfull.group(0)}")
     return problems
 
 

@@ -53,6 +53,15 @@ def test_each_log_fault_is_reported(line, what):
     assert any(what in problem for problem in problems), problems
 
 
+def test_a_line_far_into_the_margin_is_reported_a_few_points_are_not():
+    small = "Overfull \\hbox (5.27986pt too wide) in paragraph at lines 12395--12395\n"
+    large = "Overfull \\hbox (84.1pt too wide) in paragraph at lines 700--712\n"
+    vbox = "Overfull \\vbox (30.0pt too high) detected at line 20509\n"
+    assert check_pdf.log_problems(LOG_CLEAN + small + vbox) == []
+    problems = check_pdf.log_problems(LOG_CLEAN + large)
+    assert len(problems) == 1 and "84.1pt" in problems[0], problems
+
+
 # ---- the PDF's text --------------------------------------------------------------------------
 
 
