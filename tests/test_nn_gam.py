@@ -401,3 +401,55 @@ def test_fused_path_never_builds_an_n_by_n_float_tensor():
                 assert not square, square
             else:  # only SDPA's additive copy of the mask, one per sequence
                 assert not per_head, square
+
+
+# ---- the multiply-add formulas of the Performance page (benchmarks/flops.py) -----------------
+
+
+def _load_flops():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "flops.py"
+    spec = importlib.util.spec_from_file_location("flops", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _counted_macs(fn) -> int:
+    """Multiply-adds that torch.utils.flop_counter counts (it counts 2 flops per MAC)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops() // 2
+
+
+@pytest.mark.parametrize(("n", "d", "h", "n_b", "degree"), [(12, 16, 4, 2, None), (9, 8, 2, 3, 3)])
+def test_multiply_add_formulas_match_torch_flop_counter(n, d, h, n_b, degree):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from attnlab.nn import MultiHeadAttention
+
+    flops = _load_flops()
+    x = torch.randn(2, n, d)
+    terms = degree or 1
+    kw = {"n1": 2.0} if degree is None else {"f": "poly", "degree": degree}
+    gam = GeneralizedAttention(d, h, n_brains=n_b, **kw)
+    mha = MultiHeadAttention(d, h)
+    # The counter sees matrix products only when SDPA runs as products (its math backend).
+    with sdpa_kernel(SDPBackend.MATH):
+        assert _counted_macs(lambda: mha(x)) == 2 * flops.mha_macs(n, d, h)
+        assert _counted_macs(lambda: gam(x)) == 2 * flops.gam_fused_cpu_macs(n, d, h, n_b, terms)
+    assert _counted_macs(lambda: mha(x, need_weights=True)) == 2 * flops.mha_macs(n, d, h)
+    explicit = _counted_macs(lambda: gam(x, need_weights=True))
+    assert explicit == 2 * flops.gam_explicit_macs(n, d, h, n_b, terms)
+    # The algorithm's count: the explicit path's, with one weights-times-values product per brain
+    # (N_B n² d) in place of the mixing (h N_B n²) and one product per head (n² d).
+    algorithm = flops.gam_explicit_macs(n, d, h, n_b, terms) - h * n_b * n * n - n * n * d
+    assert flops.gam_macs(n, d, h, n_b, terms) == algorithm + n_b * n * n * d
+    # issue 18's formula for the power law: h N_B (n d² + n² d + n² d / h) + 2 n d²
+    if degree is None:
+        issue = h * n_b * (n * d * d + n * n * d + n * n * d / h) + 2 * n * d * d
+        assert flops.gam_macs(n, d, h, n_b) == issue

@@ -1,0 +1,156 @@
+"""Benchmark: GAM's fused path (``need_weights=False``), its explicit path and multi-head attention.
+
+* ``gam_rate``: forward + backward of ``attnlab.nn.GeneralizedAttention`` (2 brains, power 2),
+  fused and explicit, against ``attnlab.nn.MultiHeadAttention`` at the same ``(d, h)``, float32,
+  batch 1, on the CPU, over ``n``. Each layer's rate is its multiply-adds by formula
+  (``benchmarks/flops.py``; GAM counted by the algorithm's formula on both paths) divided by
+  its time; the goal is GAM's rate ≥ 70% of MHA's at ``n ≥ 1024``.
+* ``gam_memory``: peak memory of one forward + backward step, per layer and ``n``, each in a
+  fresh subprocess (``tracemalloc`` does not see torch's allocations): the growth of the
+  process's peak resident set (``resource.getrusage``'s ``ru_maxrss``) over the same process
+  after building the layer and its input. The explicit path is run only while its five
+  ``(h, N_B, n, n)`` float32 tensors stay under ``EXPLICIT_CAP_BYTES``. Goal: linear in ``n``,
+  within 2× of MHA at ``n = 4096``.
+
+Timings are interleaved repeat by repeat (``_timing.interleaved_times``), best of the repeats.
+Run standalone with ``python benchmarks/bench_gam_fused.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from _timing import interleaved_times
+from flops import gam_macs, mha_macs
+
+from attnlab.nn import GeneralizedAttention, MultiHeadAttention
+
+D, H, N_BRAINS, N1 = 128, 4, 2, 2.0
+RATE_NS = (256, 512, 1024, 2048)
+MEMORY_NS = (1024, 2048, 4096, 8192)
+EXPLICIT_CAP_BYTES = 3 * 2**30
+BACKWARD = 3  # forward + backward ≈ 3 forward passes of multiply-adds, for every layer alike
+HERE = Path(__file__).resolve().parent
+
+
+def build(layer: str, d: int = D, h: int = H):
+    """A seeded layer and the call that runs one forward + backward step on ``x``."""
+    torch.manual_seed(0)
+    if layer == "mha":
+        mha = MultiHeadAttention(d, h)
+        return lambda x: mha(x).sum().backward()
+    gam = GeneralizedAttention(d, h, n_brains=N_BRAINS, n1=N1)
+    if layer == "fused":
+        return lambda x: gam(x).sum().backward()
+    return lambda x: gam(x, need_weights=True)[0].sum().backward()
+
+
+def table_rate(ns=RATE_NS) -> str:
+    lines = [
+        f"Forward + backward, batch 1, d = {D}, h = {H}, GAM with N_B = {N_BRAINS} brains and "
+        f"power {N1:g}, float32, CPU ({torch.get_num_threads()} threads); best of interleaved "
+        "repeats. Rate = multiply-adds by formula × 3 (forward + backward) / time. "
+        "Goal: GAM's rate ≥ 70% of MHA's at n ≥ 1024.",
+        "",
+        "| n | MHA (ms) | GAM fused (ms) | GAM explicit (ms) | MHA GMAC/s | fused GMAC/s "
+        "| explicit GMAC/s | fused / MHA rate | explicit / MHA rate | GAM / MHA work |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in ns:
+        x = torch.randn(1, n, D, requires_grad=True)
+        layers = {name: build(name) for name in ("mha", "fused", "explicit")}
+        steps: dict[str, Callable[[], object]] = {
+            name: (lambda f=f, x=x: f(x)) for name, f in layers.items()
+        }
+        repeats = 5 if n <= 512 else 3
+        times = {k: min(v) for k, v in interleaved_times(steps, repeats, warmup=1).items()}
+        work = {"mha": mha_macs(n, D, H)}
+        work["fused"] = work["explicit"] = gam_macs(n, D, H, N_BRAINS)
+        rate = {k: BACKWARD * work[k] / times[k] / 1e9 for k in times}
+        lines.append(
+            f"| {n} | {times['mha'] * 1e3:.1f} | {times['fused'] * 1e3:.1f} | "
+            f"{times['explicit'] * 1e3:.1f} | {rate['mha']:.2f} | {rate['fused']:.2f} | "
+            f"{rate['explicit']:.2f} | {rate['fused'] / rate['mha']:.0%} | "
+            f"{rate['explicit'] / rate['mha']:.0%} | {work['fused'] / work['mha']:.1f}× |"
+        )
+    return "\n".join(lines)
+
+
+def _child(layer: str, n: int, threads: int) -> None:
+    """Run in a subprocess: print the peak-RSS growth (bytes) and time of one step as JSON."""
+    import resource
+    import time
+
+    torch.set_num_threads(threads)
+    step = build(layer)
+    step(torch.randn(1, 16, D, requires_grad=True))  # load the kernels at a tiny size
+    x = torch.randn(1, n, D, requires_grad=True)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    start = time.perf_counter()
+    step(x)
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"bytes": after - before, "seconds": seconds}))
+
+
+def peak(layer: str, n: int) -> dict[str, float]:
+    """Peak-RSS growth and time of one step of ``layer`` at length ``n``, in a fresh process."""
+    threads = str(torch.get_num_threads())  # the child uses as many threads as this process
+    result = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--child", layer, str(n), threads],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=HERE,
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def explicit_bytes(n: int) -> int:
+    """Five float32 ``(h, N_B, n, n)`` tensors: the explicit path's logits, weights, gradients."""
+    return 5 * H * N_BRAINS * n * n * 4
+
+
+def table_memory(ns=MEMORY_NS) -> str:
+    lines = [
+        f"One forward + backward step, batch 1, d = {D}, h = {H}, N_B = {N_BRAINS}, float32, "
+        "CPU; each in a fresh process: growth of the peak resident set over the process after "
+        "set-up, and the time of that single step. The explicit path is skipped where five "
+        f"(h, N_B, n, n) float32 tensors would exceed {EXPLICIT_CAP_BYTES / 2**30:.0f} GiB.",
+        "",
+        "| n | MHA peak | GAM fused peak | GAM explicit peak | fused / MHA peak "
+        "| MHA step | fused step | explicit step |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in ns:
+        got = {"mha": peak("mha", n), "fused": peak("fused", n)}
+        if explicit_bytes(n) <= EXPLICIT_CAP_BYTES:
+            got["explicit"] = peak("explicit", n)
+        mib = {k: v["bytes"] / 2**20 for k, v in got.items()}
+        sec = {k: v["seconds"] for k, v in got.items()}
+        lines.append(
+            f"| {n} | {mib['mha']:.0f} MiB | {mib['fused']:.0f} MiB | "
+            + (f"{mib['explicit']:.0f} MiB" if "explicit" in mib else "— (over cap)")
+            + f" | {mib['fused'] / max(mib['mha'], 1):.1f}× | {sec['mha']:.2f} s | "
+            f"{sec['fused']:.2f} s | "
+            + (f"{sec['explicit']:.2f} s |" if "explicit" in sec else "— |")
+        )
+    return "\n".join(lines)
+
+
+def run() -> dict[str, str]:
+    """Return the markdown tables ``gam_rate`` and ``gam_memory``."""
+    return {"gam_rate": table_rate(), "gam_memory": table_memory()}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+        _child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        for table_name, table in run().items():
+            print(f"## {table_name}\n\n{table}\n")
