@@ -61,6 +61,7 @@ def table_rate(ns=RATE_NS) -> str:
         "| explicit GMAC/s | fused / MHA rate | explicit / MHA rate | GAM / MHA work |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    ratios: dict[str, list[float]] = {"fused": [], "explicit": []}
     for n in ns:
         x = torch.randn(1, n, D, requires_grad=True)
         layers = {name: build(name) for name in ("mha", "fused", "explicit")}
@@ -78,7 +79,22 @@ def table_rate(ns=RATE_NS) -> str:
             f"{rate['explicit']:.2f} | {rate['fused'] / rate['mha']:.0%} | "
             f"{rate['explicit'] / rate['mha']:.0%} | {work['fused'] / work['mha']:.1f}× |"
         )
+        if n >= 1024:
+            for path in ratios:
+                ratios[path].append(rate[path] / rate["mha"])
+    lines += ["", verdict_rate(ratios)]
     return "\n".join(lines)
+
+
+def verdict_rate(ratios: dict[str, list[float]]) -> str:
+    """One sentence: is GAM's rate at least 70% of MHA's at every measured n >= 1024?"""
+    parts = []
+    for path, values in ratios.items():
+        if not values:
+            continue
+        met = "met" if min(values) >= 0.7 else "not met"
+        parts.append(f"{path} path {met} (lowest {min(values):.0%})")
+    return "Goal (rate ≥ 70% of MHA's at n ≥ 1024): " + "; ".join(parts) + "."
 
 
 def _child(layer: str, n: int, threads: int) -> None:
@@ -127,6 +143,7 @@ def table_memory(ns=MEMORY_NS) -> str:
         "| MHA step | fused step | explicit step |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    peaks: dict[int, dict[str, float]] = {}
     for n in ns:
         got = {"mha": peak("mha", n), "fused": peak("fused", n)}
         if explicit_bytes(n) <= EXPLICIT_CAP_BYTES:
@@ -140,7 +157,27 @@ def table_memory(ns=MEMORY_NS) -> str:
             f"{sec['fused']:.2f} s | "
             + (f"{sec['explicit']:.2f} s |" if "explicit" in sec else "— |")
         )
+        peaks[n] = mib
+    lines += ["", verdict_memory(peaks)]
     return "\n".join(lines)
+
+
+def verdict_memory(peaks: dict[int, dict[str, float]]) -> str:
+    """Growth of each path's peak from the smallest to the largest n, and the n = 4096 ratio."""
+    ns = sorted(peaks)
+    parts = []
+    for path in ("mha", "fused", "explicit"):
+        have = [n for n in ns if path in peaks[n] and peaks[n][path] > 0]
+        if len(have) >= 2:
+            lo, hi = have[0], have[-1]
+            growth = peaks[hi][path] / peaks[lo][path]
+            parts.append(f"{path} ×{growth:.1f} from n = {lo} to {hi} (n ×{hi // lo})")
+    text = "Peak growth: " + "; ".join(parts) + "."
+    if 4096 in peaks:
+        ratio = peaks[4096]["fused"] / max(peaks[4096]["mha"], 1)
+        met = "met" if ratio <= 2 else "not met"
+        text += f" Goal (fused within 2× of MHA at n = 4096): {met} ({ratio:.1f}×)."
+    return text
 
 
 def run() -> dict[str, str]:
