@@ -453,3 +453,18 @@ def test_multiply_add_formulas_match_torch_flop_counter(n, d, h, n_b, degree):
     if degree is None:
         issue = h * n_b * (n * d * d + n * n * d + n * n * d / h) + 2 * n * d * d
         assert flops.gam_macs(n, d, h, n_b) == issue
+
+
+@pytest.mark.parametrize("pad", [True, False])
+def test_fused_path_with_and_without_padded_values(pad):
+    """The CPU layout (values padded to L·d) and the narrow one (d_v per head, for CUDA)."""
+    torch.manual_seed(16)
+    gam = GeneralizedAttention(8, 2, n_brains=3, f="poly", degree=2).double()
+    with torch.no_grad():
+        gam.mix_logits.normal_()
+    y = torch.randn(3, 7, 8, dtype=torch.float64)
+    for mask in _masks(3, 7):
+        checked = gam._checked_mask(mask, 3, 7)
+        z = gam._fused_heads(y, checked, gam.value(y), pad=pad)
+        z_exp, _ = gam.heads(y, mask, need_weights=True)
+        torch.testing.assert_close(z, z_exp, rtol=0, atol=1e-12)

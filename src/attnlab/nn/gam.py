@@ -396,21 +396,31 @@ class GeneralizedAttention(nn.Module):
             )
         return mask if mask.dim() == 3 else mask.unsqueeze(0)
 
-    def _fused_heads(self, y: Tensor, mask: Tensor | None, values: Tensor) -> Tensor:
+    def _fused_heads(
+        self, y: Tensor, mask: Tensor | None, values: Tensor, pad: bool | None = None
+    ) -> Tensor:
         """The fused path of :meth:`heads`: one SDPA call over every head and brain.
 
-        PyTorch's CPU flash kernel needs values as wide as the queries (``F = L·d``), so every
-        head and brain attends over all ``d`` value columns (zero-padded to ``F``) and keeps
-        its own head's slice; keys and values are broadcast views, not copies.
+        PyTorch's CPU flash kernel needs values as wide as the queries (``F = L·d``), so on the
+        CPU (``pad=None`` or ``True``) every head and brain attends over all ``d`` value columns
+        (zero-padded to ``F``) and keeps its own head's slice; keys and values are broadcast
+        views, not copies. Elsewhere (``pad=False``) each head and brain gets its own ``d_v``
+        columns, which CUDA's memory-efficient kernel accepts.
         """
         batch, n, d = values.shape
         h, n_b, d_v = self.h, self.n_brains, d // self.h
+        if pad is None:
+            pad = values.device.type == "cpu"
         q, k = gam_features(y, self.b, f=self.f, n1=self.n1, coeffs=self.coeffs)
         width = q.shape[-1]  # F = L·d
         q = q.reshape(batch, h * n_b, n, width)
         k = k.unsqueeze(1).expand(batch, h * n_b, n, width)
-        v = F.pad(values, (0, width - d)) if width > d else values
-        v = v.unsqueeze(1).expand(batch, h * n_b, n, width)
+        if pad:
+            v = F.pad(values, (0, width - d)) if width > d else values
+            v = v.unsqueeze(1).expand(batch, h * n_b, n, width)
+        else:
+            v = values.reshape(batch, n, h, 1, d_v).permute(0, 2, 3, 1, 4)  # (batch, h, 1, n, d_v)
+            v = v.expand(batch, h, n_b, n, d_v).reshape(batch, h * n_b, n, d_v)
         attn_mask, has_key = None, None
         if mask is not None:
             # A query with no allowed key attends to all (finite on every kernel and version),
@@ -418,8 +428,11 @@ class GeneralizedAttention(nn.Module):
             has_key = mask.any(dim=-1, keepdim=True)  # (batch or 1, n, 1)
             attn_mask = (mask | ~has_key).unsqueeze(1)  # (batch or 1, 1, n, n)
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=1.0)
-        o = o[..., :d].reshape(batch, h, n_b, n, h, d_v)
-        own = torch.diagonal(o, dim1=1, dim2=4)  # (batch, N_B, n, d_v, h): head a's columns
+        if pad:
+            o = o[..., :d].reshape(batch, h, n_b, n, h, d_v)
+            own = torch.diagonal(o, dim1=1, dim2=4)  # (batch, N_B, n, d_v, h): head a's columns
+        else:
+            own = o.reshape(batch, h, n_b, n, d_v).permute(0, 2, 3, 4, 1)  # the same layout
         z = torch.einsum("bindh,hi->bhnd", own, self.mix_weights.to(own.dtype))
         if has_key is not None:
             z = z * has_key.unsqueeze(1).to(z.dtype)
