@@ -12,7 +12,8 @@
   run only while its five ``(h, N_B, n, n)`` float32 tensors stay under
   ``EXPLICIT_CAP_BYTES``. Goal: linear in ``n``, within 2× of MHA at ``n = 4096``.
 
-Timings are interleaved repeat by repeat (``_timing.interleaved_times``), best of the repeats.
+Timings are interleaved repeat by repeat (``_timing.interleaved_times``), best of the repeats,
+on one torch thread (see :func:`run`).
 Run standalone with ``python benchmarks/bench_gam_fused.py``.
 """
 
@@ -205,8 +206,17 @@ def verdict_memory(peaks: dict[int, dict[str, float]]) -> str:
 
 
 def run() -> dict[str, str]:
-    """Return the markdown tables ``gam_rate`` and ``gam_memory``."""
-    return {"gam_rate": table_rate(), "gam_memory": table_memory()}
+    """Return the markdown tables ``gam_rate`` and ``gam_memory`` (one torch thread).
+
+    One thread, as in ``bench_gam.py``: on a machine whose cores are busy with other work, a
+    second thread that waits for a core distorts the larger problems by factors of ten.
+    """
+    default_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return {"gam_rate": table_rate(), "gam_memory": table_memory()}
+    finally:
+        torch.set_num_threads(default_threads)
 
 
 if __name__ == "__main__":
