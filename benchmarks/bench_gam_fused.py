@@ -51,10 +51,15 @@ def build(layer: str, d: int = D, h: int = H):
     return lambda x: gam(x, need_weights=True)[0].sum().backward()
 
 
+def _threads() -> str:
+    n = torch.get_num_threads()
+    return f"{n} torch thread" + ("s" if n > 1 else "")
+
+
 def table_rate(ns=RATE_NS) -> str:
     lines = [
         f"Forward + backward, batch 1, d = {D}, h = {H}, GAM with N_B = {N_BRAINS} brains and "
-        f"power {N1:g}, float32, CPU ({torch.get_num_threads()} threads); best of interleaved "
+        f"power {N1:g}, float32, CPU ({_threads()}); best of interleaved "
         "repeats. Rate = multiply-adds by formula × 3 (forward + backward) / time. "
         "Goal: GAM's rate ≥ 70% of MHA's at n ≥ 1024.",
         "",
