@@ -468,3 +468,24 @@ def test_fused_path_with_and_without_padded_values(pad):
         z = gam._fused_heads(y, checked, gam.value(y), pad=pad)
         z_exp, _ = gam.heads(y, mask, need_weights=True)
         torch.testing.assert_close(z, z_exp, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("pad", [True, False])
+def test_gam_fused_heads_broadcasts_one_feature_sequence_over_the_batch(pad):
+    """The position branch of GAMRelativeAttention: one (1, n, d) feature sequence, batched V."""
+    from attnlab.nn.gam import gam_fused_heads
+
+    g = torch.Generator().manual_seed(17)
+    p = torch.randn(1, 6, 4, generator=g, dtype=torch.float64)
+    b = torch.randn(2, 3, 4, 4, generator=g, dtype=torch.float64) / 4
+    mix = torch.softmax(torch.randn(2, 3, generator=g, dtype=torch.float64), -1)
+    values = torch.randn(5, 6, 4, generator=g, dtype=torch.float64)
+    mask = torch.tril(torch.ones(1, 6, 6, dtype=torch.bool))
+    mask[0, 3] = False  # a query with no key
+    got = gam_fused_heads(p, b, mix, values, mask, n1=1.5, pad=pad)
+    psi = torch.softmax(gam_logits(p, b, n1=1.5).masked_fill(~mask[:, None, None], -torch.inf), -1)
+    theta = torch.einsum("bhinm,hi->bhnm", psi.nan_to_num(0.0), mix)  # (1, h, n, n)
+    ref = theta @ values.reshape(5, 6, 2, 2).transpose(1, 2)  # (5, h, n, d_v)
+    assert got.shape == (5, 2, 6, 2)
+    torch.testing.assert_close(got, ref, rtol=0, atol=1e-12)
+    assert torch.all(got[:, :, 3] == 0)

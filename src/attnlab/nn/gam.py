@@ -214,6 +214,87 @@ def gam_features(
     return torch.cat(queries, dim=-1), torch.cat(keys, dim=-1)
 
 
+def gam_fused_heads(
+    y: Tensor,
+    b: Tensor,
+    mix: Tensor,
+    values: Tensor,
+    mask: Tensor | None = None,
+    *,
+    f: str = "power",
+    n1: float = 1.0,
+    coeffs: Tensor | None = None,
+    pad: bool | None = None,
+) -> Tensor:
+    """Every head's ``Σ_i mix_{a,i} SDPA(f(y) B_{a,i}, f(y), V_a)`` in one fused SDPA call.
+
+    GAM's head outputs ``Φ_a V_a`` without any ``n × n`` matrix (chapter 08, "GAM is attention
+    on features"). PyTorch's CPU flash kernel needs values as wide as the queries
+    (``F = L·d``), so on the CPU (``pad=None`` or ``True``) every head and brain attends over
+    all ``d`` value columns (zero-padded to ``F``) and keeps its own head's slice; keys and
+    values are broadcast views, not copies. Elsewhere (``pad=False``) each head and brain gets
+    its own ``d_v`` columns, which CUDA's memory-efficient kernel accepts. A query whose keys
+    are all masked gets a zero output, as on the explicit path.
+
+    Parameters
+    ----------
+    y : torch.Tensor
+        The sequences the features come from (``batch`` may be 1 and broadcast).
+    b : torch.Tensor
+        Brains ``(h, N_B, d, d)``.
+    mix : torch.Tensor
+        Mixing weights ``(h, N_B)``.
+    values : torch.Tensor
+        ``(batch, n, d)``; head ``a`` owns columns ``a·d_v … (a+1)·d_v - 1``.
+    mask : torch.Tensor of bool, optional
+        ``(batch or 1, n, n)``, ``True`` = may attend (already checked).
+    f, n1, coeffs
+        As in :func:`gam_logits` (``coeffs`` of shape ``(L, h, 1)``).
+    pad : bool, optional
+        The value layout; default: padded on the CPU only.
+
+    Returns
+    -------
+    torch.Tensor
+        The head outputs.
+
+    Shapes
+    ------
+    ``y (batch or 1, n, d)``, ``values (batch, n, d)`` → ``(batch, h, n, d / h)``.
+    """
+    batch, n, d = values.shape
+    h, n_b = b.shape[0], b.shape[1]
+    d_v = d // h
+    if pad is None:
+        pad = values.device.type == "cpu"
+    q, k = gam_features(y, b, f=f, n1=n1, coeffs=coeffs)
+    width = q.shape[-1]  # F = L·d
+    q = q.reshape(-1, h * n_b, n, width).expand(batch, h * n_b, n, width)
+    k = k.unsqueeze(1).expand(batch, h * n_b, n, width)
+    if pad:
+        v = F.pad(values, (0, width - d)) if width > d else values
+        v = v.unsqueeze(1).expand(batch, h * n_b, n, width)
+    else:
+        v = values.reshape(batch, n, h, 1, d_v).permute(0, 2, 3, 1, 4)  # (batch, h, 1, n, d_v)
+        v = v.expand(batch, h, n_b, n, d_v).reshape(batch, h * n_b, n, d_v)
+    attn_mask, has_key = None, None
+    if mask is not None:
+        # A query with no allowed key attends to all (finite on every kernel and version),
+        # then its output is zeroed: the book's convention, which the explicit path follows.
+        has_key = mask.any(dim=-1, keepdim=True)  # (batch or 1, n, 1)
+        attn_mask = (mask | ~has_key).unsqueeze(1)  # (batch or 1, 1, n, n)
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=1.0)
+    if pad:
+        o = o[..., :d].reshape(batch, h, n_b, n, h, d_v)
+        own = torch.diagonal(o, dim1=1, dim2=4)  # (batch, N_B, n, d_v, h): head a's columns
+    else:
+        own = o.reshape(batch, h, n_b, n, d_v).permute(0, 2, 3, 4, 1)  # the same layout
+    z = torch.einsum("bindh,hi->bhnd", own, mix.to(own.dtype))
+    if has_key is not None:
+        z = z * has_key.unsqueeze(1).to(z.dtype)
+    return z
+
+
 class GeneralizedAttention(nn.Module):
     """Multi-head GAM: per head ``N_B`` brains ``B (d, d)``, mixed softmaxes, value slices.
 
@@ -399,44 +480,11 @@ class GeneralizedAttention(nn.Module):
     def _fused_heads(
         self, y: Tensor, mask: Tensor | None, values: Tensor, pad: bool | None = None
     ) -> Tensor:
-        """The fused path of :meth:`heads`: one SDPA call over every head and brain.
-
-        PyTorch's CPU flash kernel needs values as wide as the queries (``F = L·d``), so on the
-        CPU (``pad=None`` or ``True``) every head and brain attends over all ``d`` value columns
-        (zero-padded to ``F``) and keeps its own head's slice; keys and values are broadcast
-        views, not copies. Elsewhere (``pad=False``) each head and brain gets its own ``d_v``
-        columns, which CUDA's memory-efficient kernel accepts.
-        """
-        batch, n, d = values.shape
-        h, n_b, d_v = self.h, self.n_brains, d // self.h
-        if pad is None:
-            pad = values.device.type == "cpu"
-        q, k = gam_features(y, self.b, f=self.f, n1=self.n1, coeffs=self.coeffs)
-        width = q.shape[-1]  # F = L·d
-        q = q.reshape(batch, h * n_b, n, width)
-        k = k.unsqueeze(1).expand(batch, h * n_b, n, width)
-        if pad:
-            v = F.pad(values, (0, width - d)) if width > d else values
-            v = v.unsqueeze(1).expand(batch, h * n_b, n, width)
-        else:
-            v = values.reshape(batch, n, h, 1, d_v).permute(0, 2, 3, 1, 4)  # (batch, h, 1, n, d_v)
-            v = v.expand(batch, h, n_b, n, d_v).reshape(batch, h * n_b, n, d_v)
-        attn_mask, has_key = None, None
-        if mask is not None:
-            # A query with no allowed key attends to all (finite on every kernel and version),
-            # then its output is zeroed: the book's convention, which the explicit path follows.
-            has_key = mask.any(dim=-1, keepdim=True)  # (batch or 1, n, 1)
-            attn_mask = (mask | ~has_key).unsqueeze(1)  # (batch or 1, 1, n, n)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=1.0)
-        if pad:
-            o = o[..., :d].reshape(batch, h, n_b, n, h, d_v)
-            own = torch.diagonal(o, dim1=1, dim2=4)  # (batch, N_B, n, d_v, h): head a's columns
-        else:
-            own = o.reshape(batch, h, n_b, n, d_v).permute(0, 2, 3, 4, 1)  # the same layout
-        z = torch.einsum("bindh,hi->bhnd", own, self.mix_weights.to(own.dtype))
-        if has_key is not None:
-            z = z * has_key.unsqueeze(1).to(z.dtype)
-        return z
+        """The fused path of :meth:`heads` (:func:`gam_fused_heads` with this layer's brains)."""
+        return gam_fused_heads(
+            y, self.b, self.mix_weights, values, mask,
+            f=self.f, n1=self.n1, coeffs=self.coeffs, pad=pad,
+        )  # fmt: skip
 
     @torch.no_grad()
     def load_multihead_attention(self, mha: nn.MultiheadAttention) -> None:
