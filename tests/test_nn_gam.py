@@ -90,7 +90,7 @@ def test_loaded_multihead_attention_gives_identical_outputs(bias):
         ref, ref_w = mha(y, y, y, attn_mask=torch_mask, average_attn_weights=False)
         out, w = gam(y, mask=mask, need_weights=True)
         torch.testing.assert_close(out, ref, rtol=0, atol=1e-10)
-        torch.testing.assert_close(gam(y, mask=mask), ref, rtol=0, atol=1e-10)  # fused path
+        torch.testing.assert_close(gam(y, mask=mask, need_weights=False), ref, rtol=0, atol=1e-10)
         torch.testing.assert_close(w, ref_w, rtol=0, atol=1e-10)
 
 
@@ -114,7 +114,7 @@ def test_module_matches_numpy_gam_attention_per_head(f, n1, degree):
     y = torch.randn(2, n, d, dtype=torch.float64)
     mask = torch.rand(2, n, n) > 0.3
     out, w = gam(y, mask=mask, need_weights=True)
-    torch.testing.assert_close(gam(y, mask=mask), out, rtol=0, atol=1e-12)  # fused path
+    torch.testing.assert_close(gam(y, mask=mask, need_weights=False), out, rtol=0, atol=1e-12)
     d_v = d // h
     w_v = gam.value.weight.detach().T.numpy()  # (in, out)
     mix = gam.mix_weights.detach().numpy()
@@ -153,7 +153,7 @@ def test_fully_masked_row_gets_zero_weights():
     y = torch.randn(1, 3, 4)
     out, w = gam(y, mask=mask, need_weights=True)
     assert torch.all(w[:, :, 1] == 0) and torch.all(out[:, 1] == 0)
-    assert torch.all(gam(y, mask=mask)[:, 1] == 0)  # the fused path too
+    assert torch.all(gam(y, mask=mask, need_weights=False)[:, 1] == 0)  # the fused path too
     torch.testing.assert_close(w[:, :, [0, 2]].sum(-1), torch.ones(1, 2, 2))
 
 
@@ -177,7 +177,7 @@ def test_gradcheck_small_case():
 
     gam15 = GeneralizedAttention(4, 1, n_brains=1, n1=1.5).double()
     assert torch.autograd.gradcheck(lambda y: gam15(y, need_weights=True)[0], (y,))
-    assert torch.autograd.gradcheck(gam15, (y,))
+    assert torch.autograd.gradcheck(lambda y: gam15(y, need_weights=False), (y,))
 
 
 def test_learned_mix_stays_on_simplex_and_uniform_mix_is_fixed():
@@ -185,7 +185,7 @@ def test_learned_mix_stays_on_simplex_and_uniform_mix_is_fixed():
     gam = GeneralizedAttention(4, 2, n_brains=3)
     opt = torch.optim.SGD(gam.parameters(), lr=50.0)
     for _ in range(3):
-        out = gam(torch.randn(2, 5, 4))
+        out = gam(torch.randn(2, 5, 4), need_weights=False)
         opt.zero_grad()
         out.pow(2).mean().backward()
         opt.step()
@@ -200,7 +200,7 @@ def test_learned_mix_stays_on_simplex_and_uniform_mix_is_fixed():
 def test_every_parameter_gets_a_gradient_and_counts():
     d, h, n_b, L = 8, 2, 3, 2
     gam = GeneralizedAttention(d, h, n_brains=n_b, f="poly", degree=L)
-    out = gam(torch.randn(2, 5, d))
+    out = gam(torch.randn(2, 5, d), need_weights=False)
     out.sum().backward()
     for name, p in gam.named_parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
@@ -291,7 +291,7 @@ def test_fused_path_equals_explicit_path_in_float64(f, n1, degree, n_b):
         assert none is None and z_fused.shape == (batch, h, n, d // h)
         torch.testing.assert_close(z_fused, z_exp, rtol=0, atol=1e-12)
         out, _ = gam(y, mask, need_weights=True)
-        torch.testing.assert_close(gam(y, mask), out, rtol=0, atol=1e-12)
+        torch.testing.assert_close(gam(y, mask, need_weights=False), out, rtol=0, atol=1e-12)
         if mask is not None:  # fully masked rows: zero weights and zero head outputs
             dead = ~mask.expand(batch, n, n).any(-1)  # (batch, n)
             assert dead.any() or mask.dim() == 2
@@ -441,7 +441,8 @@ def test_multiply_add_formulas_match_torch_flop_counter(n, d, h, n_b, degree):
     # The counter sees matrix products only when SDPA runs as products (its math backend).
     with sdpa_kernel(SDPBackend.MATH):
         assert _counted_macs(lambda: mha(x)) == 2 * flops.mha_macs(n, d, h)
-        assert _counted_macs(lambda: gam(x)) == 2 * flops.gam_fused_cpu_macs(n, d, h, n_b, terms)
+        fused = _counted_macs(lambda: gam(x, need_weights=False))
+        assert fused == 2 * flops.gam_fused_cpu_macs(n, d, h, n_b, terms)
     assert _counted_macs(lambda: mha(x, need_weights=True)) == 2 * flops.mha_macs(n, d, h)
     explicit = _counted_macs(lambda: gam(x, need_weights=True))
     assert explicit == 2 * flops.gam_explicit_macs(n, d, h, n_b, terms)
