@@ -20,6 +20,7 @@ Run standalone with ``python benchmarks/bench_gam_fused.py``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -88,7 +89,12 @@ def table_rate(ns=RATE_NS) -> str:
         if n >= 1024:
             for path in ratios:
                 ratios[path].append(rate[path] / rate["mha"])
-    lines += ["", verdict_rate(ratios)]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    lines += [
+        "",
+        verdict_rate(ratios)
+        + f" Load average {load:.1f} on {os.cpu_count()} logical CPUs at the end of the run.",
+    ]
     return "\n".join(lines)
 
 
