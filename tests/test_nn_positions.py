@@ -230,6 +230,37 @@ def test_gam_relative_module_batched_positions_match_numpy():
     assert not np.allclose(theta[0].detach().numpy(), theta[1].detach().numpy())
 
 
+@pytest.mark.parametrize(
+    ("combine", "f", "n1", "degree", "rel_embedding"),
+    [
+        ("linear", "power", 1.0, None, "none"),
+        ("geometric", "power", 2.0, None, "layernorm"),
+        ("linear", "power", 1.5, None, "scaled"),
+        ("geometric", "poly", 1.0, 3, "none"),
+    ],
+)
+def test_gam_relative_fused_path_equals_explicit_path(combine, f, n1, degree, rel_embedding):
+    # need_weights=False runs both branches through the fused kernel (eq. 20 and 25 combine
+    # head outputs, not weights); it must give the explicit path's output, masks included.
+    torch.manual_seed(8)
+    d, n, batch = 6, 5, 3
+    layer = GAMRelativeAttention(
+        d, n, h=2, n_brains=2, f=f, n1=n1, degree=degree, combine=combine,
+        rel_embedding=rel_embedding,
+    ).double()  # fmt: skip
+    y = torch.randn(batch, n, d, dtype=torch.float64, requires_grad=True)
+    positions = torch.tensor([[0, 2, 3, 7, 9], [1, 2, 3, 4, 5], [0, 5, 6, 8, 20]])
+    mask = torch.rand(batch, n, n, generator=torch.Generator().manual_seed(1)) < 0.6
+    mask[:, 1] = False  # a query that sees no key: zero output on both paths
+    for m in (None, mask):
+        explicit, _ = layer(y, positions, mask=m, need_weights=True)
+        fused = layer(y, positions, mask=m, need_weights=False)
+        torch.testing.assert_close(fused, explicit, atol=1e-12, rtol=0)
+        (g_explicit,) = torch.autograd.grad(explicit.square().sum(), y)
+        (g_fused,) = torch.autograd.grad(fused.square().sum(), y)
+        torch.testing.assert_close(g_fused, g_explicit, atol=1e-9, rtol=1e-9)
+
+
 # ---- GAM: how r^α is embedded (rel_embedding) ------------------------------------------------
 
 

@@ -23,7 +23,7 @@ from attnlab._validate import (
     values_checked,
 )
 from attnlab.gam import gam_init_std
-from attnlab.nn.gam import GeneralizedAttention, gam_logits
+from attnlab.nn.gam import GeneralizedAttention, gam_fused_heads, gam_logits
 from attnlab.nn.multihead import _check_tokens
 
 REL_EMBEDDINGS = ("none", "scaled", "layernorm")
@@ -276,9 +276,19 @@ class GAMRelativeAttention(nn.Module):
         return torch.einsum("bhinm,hi->bhnm", xi, self.mix_s_weights.to(xi.dtype))
 
     def forward(
-        self, y: Tensor, positions: Tensor | None = None, mask: Tensor | None = None
-    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-        """Attend; return ``out (batch, n, d)`` and ``(Φ, Θ)``, each ``(batch, h, n, n)``."""
+        self,
+        y: Tensor,
+        positions: Tensor | None = None,
+        mask: Tensor | None = None,
+        need_weights: bool = True,
+    ) -> Tensor | tuple[Tensor, tuple[Tensor, Tensor]]:
+        """Attend; return ``out (batch, n, d)`` and ``(Φ, Θ)``, each ``(batch, h, n, n)``.
+
+        With ``need_weights=False`` only ``out`` is returned, and both branches run through
+        the fused kernel (:func:`attnlab.nn.gam.gam_fused_heads`): eq. 20 and eq. 25 combine
+        the head outputs ``z = Φ V`` and ``π = Θ V``, not the weights, so neither ``Φ`` nor
+        ``Θ`` has to exist as an ``n × n`` matrix. Both paths give the same ``out``.
+        """
         _check_tokens(y, "y", self.embed.weight, "(batch, n, d)")  # type, dtype, device, values
         if y.dim() != 3 or y.shape[1] != self.n or y.shape[2] != self.d:
             raise ValueError(
@@ -293,15 +303,28 @@ class GAMRelativeAttention(nn.Module):
                     f"positions of shape {shape_of(positions)} (batch, n) do not match the "
                     f"batch of y {shape_of(y)}"
                 )
-        _, phi = self.content(y, mask)  # validates the mask; (batch, h, n, n)
-        theta = self.position_weights(positions, mask)
         batch = y.shape[0]
-        theta = theta.expand(batch, -1, -1, -1)
-        v = self.content.value(y).reshape(batch, self.n, self.h, self.d // self.h).transpose(1, 2)
-        z, pi = phi @ v, theta @ v  # (batch, h, n, d_v)
+        z, phi = self.content.heads(y, mask, need_weights=need_weights)  # checks the mask
+        if need_weights:
+            theta = self.position_weights(positions, mask).expand(batch, -1, -1, -1)
+            v = self.content.value(y).reshape(batch, self.n, self.h, self.d // self.h)
+            pi = theta @ v.transpose(1, 2)  # (batch, h, n, d_v), like z
+        else:
+            p = self.embedded_positions(positions)
+            p = p.unsqueeze(0) if p.dim() == 2 else p  # (batch or 1, n, d)
+            pi = gam_fused_heads(
+                p,
+                self.b_p,
+                self.mix_s_weights,
+                self.content.value(y),
+                self.content._checked_mask(mask, batch, self.n),
+                f=self.content.f,
+                n1=self.content.n1,
+                coeffs=self.content.coeffs,
+            )
         if self.combine == "linear":
             total = self.c1 * z + (1.0 - self.c1) * pi
         else:
             total = combine_geometric(z, pi)
         out = self.content.out_proj(total.transpose(1, 2).reshape(batch, self.n, self.d))
-        return out, (phi, theta)
+        return (out, (phi, theta)) if need_weights else out
