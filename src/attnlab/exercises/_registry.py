@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
-import os
 import pkgutil
 import re
 from collections.abc import Callable
@@ -28,10 +26,6 @@ from attnlab.course.check import CheckTimeout, capture, describe_error, run_spec
 from attnlab.course.spec import EXERCISE_ID, ExerciseFailure, expect_close, get_spec, spec_ids
 
 __all__ = ["EXERCISE_ID", "ExerciseFailure", "check", "exercise_ids", "expect_close", "register"]
-
-#: Name of the environment variable that, when set, makes ``check`` append its verdicts
-#: (one JSON object per line) to the file it names (kept for the old grader only).
-RESULTS_ENV = "ATTNLAB_RESULTS"
 
 #: Time limit (seconds) of a check registered with ``register``.
 LEGACY_TIMEOUT = 20.0
@@ -176,11 +170,6 @@ def check(exercise_id: str, answer: Any, *, verbose: bool = True) -> bool:
         passed, message = run_spec(spec, answer)
     else:
         passed, message = _run_legacy(_CHECKS[exercise_id], answer)
-    path = os.environ.get(RESULTS_ENV)
-    if path:
-        with open(path, "a", encoding="utf-8") as results:
-            line = {"exercise": exercise_id, "passed": passed, "message": message}
-            results.write(json.dumps(line) + "\n")
     if verbose:
         mark = "passed" if passed else "not yet"
         print(f"Exercise {exercise_id}: {mark}. {message}")
