@@ -59,7 +59,7 @@ def _weights_judge(got, case: Case) -> None:
         )
     except ExerciseFailure:
         blocks = np.split(in_proj, 3)
-        for name, w, block in zip(names, arrays[:3], blocks, strict=True):
+        for name, w, block in zip(names[:3], arrays[:3], blocks, strict=True):
             if not matches(w, _split(block, h)) and matches(w, block.reshape(h, d, d_k)):
                 raise ExerciseFailure(
                     f"{label}: {name} reshapes torch's (d_out, d_in) weight without "
