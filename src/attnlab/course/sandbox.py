@@ -174,8 +174,9 @@ def kill_user(uid: int) -> int:
     return killed
 
 
-def user_processes(uid: int) -> list[int]:
-    """Pids of the processes whose real user id is ``uid``."""
+def user_processes(uid: int | range) -> list[int]:
+    """Pids of the processes whose real user id is ``uid`` (or in the range ``uid``)."""
+    uids = uid if isinstance(uid, range) else range(uid, uid + 1)
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -184,6 +185,6 @@ def user_processes(uid: int) -> list[int]:
             except OSError:
                 continue
             uid_line = next((ln for ln in status.splitlines() if ln.startswith("Uid:")), "")
-            if uid_line and int(uid_line.split()[1]) == uid:
+            if uid_line and int(uid_line.split()[1]) in uids:
                 pids.append(int(entry.name))
     return pids
