@@ -18,6 +18,7 @@ import pytest
 from attnlab.course.check import run_spec
 from attnlab.course.spec import get_spec
 from attnlab.exercises import check, exercise_ids
+from attnlab.softmax import softmax
 
 
 def _verdict(exercise_id: str, answer, **kwargs) -> tuple[bool, str]:
@@ -240,3 +241,38 @@ def test_overflow_cases_come_first(exercise_id):
 
     passed, message = _verdict(exercise_id, naive_softmax)
     assert not passed and "ZeroDivisionError" in message
+
+
+# ---- the other recognised mistakes, one wrong answer each ------------------------------------
+def _triu_strict(s):
+    i, j = np.indices((s, s))
+    return i > j
+
+
+WRONG_ANSWERS = {
+    "03.2": (_triu_strict, "the diagonal must be True"),
+    "03.3": (
+        lambda lengths, s: (np.arange(s)[None, :] <= lengths[:, None])[:, None, :],
+        "use < lengths[b], not <=",
+    ),
+    "06.1": (
+        lambda image, p: image.reshape(-1, p * p * image.shape[2]),
+        "strips of pixel rows",
+    ),
+    "07.2": (
+        lambda q, w: softmax(w @ q, axis=1),
+        "each column (one query) must sum to 1",
+    ),
+    "08.1": (lambda w_q, w_k: w_q @ w_k.T, "missing the 1/√d_k scale"),
+}
+
+
+@pytest.mark.parametrize("exercise_id", sorted(WRONG_ANSWERS))
+def test_other_common_mistakes_are_named(exercise_id):
+    answer, phrase = WRONG_ANSWERS[exercise_id]
+    for _ in range(5):  # random cases: the hint needs a case where the mistake shows
+        passed, message = _verdict(exercise_id, answer)
+        assert not passed
+        if phrase in message:
+            return
+    raise AssertionError(f"{exercise_id}: {message}")
