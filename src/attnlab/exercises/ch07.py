@@ -51,20 +51,20 @@ def _bahdanau_scores(rng: np.random.Generator) -> Iterator[Case]:
 )
 def _location_weights(rng: np.random.Generator) -> Iterator[Case]:
     """``answer(q, w_loc)`` → ``(m, n)`` weights ``softmax(W_loc q_j)``, one column per query."""
+    row_hint = (
+        "you normalised each row; each column (one query) must sum to 1: softmax over axis=0"
+    )
+    q, w_loc = np.array([[1.0]]), np.array([[800.0], [0.0]])
     yield Case(  # large logits must not overflow
-        (np.array([[1.0]]), np.array([[800.0], [0.0]])), np.array([[1.0], [0.0]]),
-        on="logits (800, 0)",
+        (q, w_loc), np.array([[1.0], [0.0]]), on="logits (800, 0)",
+        hints={row_hint: softmax(w_loc @ q, axis=1)},
     )
     for case in range(20):
         d_q, m, n = int(rng.integers(1, 6)), int(rng.integers(1, 8)), int(rng.integers(1, 6))
         q, w_loc = rng.normal(size=(d_q, n)) * 3, rng.normal(size=(m, d_q))
-        hints = {}
-        if m > 1 and n > 1:
-            hints["you normalised each row; each column (one query) must sum to 1: "
-                  "softmax over axis=0"] = softmax(w_loc @ q, axis=1)
         yield Case(
             (q, w_loc),
             softmax(w_loc @ q, axis=0),
             on=f"case {case} (d_q={d_q}, m={m}, n={n})",
-            hints=hints,
+            hints={row_hint: softmax(w_loc @ q, axis=1)} if m > 1 else {},
         )
