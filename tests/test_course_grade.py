@@ -245,6 +245,13 @@ def test_each_student_gets_the_grade_their_answers_deserve(graded, student):
         assert phrase in mine[exercise]["message"] + mine[exercise]["run"], mine[exercise]
 
 
+@pytest.mark.parametrize("student", ["honest", "hog", "saboteur", "links", "big", "patcher"])
+def test_limits_held_inside_the_notebooks_that_test_them(graded, student):
+    # hog asserts in its own cells that the fork bomb and the 6 GiB allocation were refused:
+    # a cell error would show in the run column.
+    assert {r["run"] for r in _mine(graded["rows"], student).values()} == {"completed"}
+
+
 def test_the_saboteur_reached_nothing_outside_its_sandbox(graded):
     mine = _mine(graded["rows"], "saboteur")
     assert mine["99.1"]["passed"] == "True"

@@ -166,6 +166,7 @@ def _execute(
     (inputs / "notebook.ipynb").write_text(nb_text, encoding="utf-8")
     uid = _next_uid()
     if isolated:
+        sandbox.kill_user(uid)  # a straggler of an earlier run must not count against it
         argv = [sandbox.python_executable(), "-m", "attnlab.course.runner",
                 f"{sandbox.INPUTS}/notebook.ipynb", str(timeout), str(_STARTUP),
                 str(limits.output), sandbox.SUBMITTED, sandbox.WORK, "/tmp/io"]
