@@ -7,8 +7,8 @@ Run it from the command line (as root, with bubblewrap: ``scripts/ensure_sandbox
 ``submissions/`` holds one folder per student (``submissions/alice/05_multi_head_attention.ipynb``);
 a notebook lying directly in ``submissions/`` is graded under its own file name as the student.
 
-How it works (details in :mod:`attnlab.course.grade` and the instructor guide). Each notebook
-runs top to bottom in a fresh kernel inside its own sandbox (:mod:`attnlab.course.sandbox`):
+How it works (details in ``attnlab.course.grade`` and the instructor guide). Each notebook
+runs top to bottom in a fresh kernel inside its own sandbox (``attnlab.course.sandbox``):
 a private copy of only its own folder, its own user id, no network, limits on memory, CPU,
 processes, file size and output. The grader draws every exercise's cases and computes the
 references itself; each ``check("NN.k", answer)`` in the notebook evaluates the answer on

@@ -9,7 +9,7 @@ The check tests the answer's *behaviour* on fresh random cases against reference
 before the answer runs (never against a stored output), prints what passed or what was
 expected on which input (naming the common mistake when it recognises one), and returns
 ``True`` or ``False``. Each chapter's exercise specs live in their own module (``ch01.py``,
-``ch02.py``, …), declared with :func:`attnlab.course.spec.exercise`; the same specs drive
+``ch02.py``, …), declared with ``attnlab.course.spec.exercise``; the same specs drive
 the grader (``python -m attnlab.grade``).
 """
 

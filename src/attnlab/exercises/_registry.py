@@ -1,9 +1,9 @@
 """The registry behind ``attnlab.exercises.check``.
 
 Each chapter module ``attnlab.exercises.chNN`` declares one *spec* per code exercise with
-:func:`attnlab.course.spec.exercise`: a generator of cases (inputs, a reference computed from
+``attnlab.course.spec.exercise``: a generator of cases (inputs, a reference computed from
 them, and common mistakes to recognise). The same spec serves ``check`` here, in the
-learner's kernel, and the grader (:mod:`attnlab.course.grade`), which judges answers from
+learner's kernel, and the grader (``attnlab.course.grade``), which judges answers from
 plain data outside the student's process.
 
 ``register`` keeps the older form, a function that takes the answer and raises
