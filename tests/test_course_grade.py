@@ -16,10 +16,13 @@ import csv
 import glob
 import os
 import shutil
+import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
@@ -298,3 +301,59 @@ def test_the_grader_refuses_without_a_sandbox_unless_told(tmp_path, monkeypatch,
     with (tmp_path / "g.csv").open() as handle:
         (row,) = list(csv.DictReader(handle))
     assert row["run"] == "malformed"
+
+
+def _npy(array) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def test_results_that_are_not_plain_numbers_fail_without_harming_the_grader():
+    import base64
+    import io
+    import zipfile
+
+    from attnlab.course.adapters import save_plain
+    from attnlab.course.grade import _verdict
+    from attnlab.course.spec import Case, Spec
+
+    spec = Spec("99.5", lambda rng: iter(()), "ok")
+    cases = [Case((), np.ones(3), on="x")]
+
+    def blob_of(write) -> str:
+        buffer = io.BytesIO()
+        write(buffer)
+        return base64.b64encode(buffer.getvalue()).decode()
+
+    def bomb(buffer):  # a valid .npy of 320 MB of zeros, deflated to well under a megabyte
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            with archive.open("a0.npy", "w", force_zip64=True) as member:
+                header = {"descr": "<f8", "fortran_order": False, "shape": (40 * 2**20,)}
+                np.lib.format.write_array_header_1_0(member, header)
+                for _ in range(320):
+                    member.write(bytes(2**20))
+            archive.writestr("__tree__.npy", _npy(np.array('{"t": [{"d": {"ok": {"a": "a0"}}}]}')))
+
+    def pickled(buffer):
+        np.savez(buffer, __tree__=np.array('{"t": [{"d": {"ok": {"a": "a0"}}}]}'),
+                 a0=np.array([object()], dtype=object))
+
+    def good(buffer):
+        tmp = Path(tempfile.mkdtemp()) / "r.npz"
+        save_plain(tmp, [{"ok": np.ones(3)}])
+        buffer.write(tmp.read_bytes())
+
+    assert _verdict(spec, cases, blob_of(good)) == (True, "ok")
+    for write in (bomb, pickled):
+        blob = blob_of(write)
+        tracemalloc.start()
+        passed, message = _verdict(spec, cases, blob)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert not passed and "could not be read" in message
+        assert peak < 64 * 2**20  # the 320 MB were never unpacked
+    assert _verdict(spec, cases, "not base64!")[0] is False
+    assert _verdict(spec, cases, None)[0] is False

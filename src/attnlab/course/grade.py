@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -117,6 +118,10 @@ def _load_result(blob: object) -> tuple:
     if not isinstance(blob, str) or len(blob) > MAX_NPZ_BYTES * 4 // 3 + 4:
         raise ValueError("missing or too large")
     raw = base64.b64decode(blob, validate=True)
+    with zipfile.ZipFile(io.BytesIO(raw)) as archive:  # no zip bomb: sizes before reading
+        members = archive.infolist()
+        if len(members) > 10_000 or sum(m.file_size for m in members) > 4 * MAX_NPZ_BYTES:
+            raise ValueError("too large once unpacked")
     with np.load(io.BytesIO(raw), allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}
     tree = arrays.pop("__tree__")
