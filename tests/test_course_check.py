@@ -276,3 +276,24 @@ def test_other_common_mistakes_are_named(exercise_id):
         if phrase in message:
             return
     raise AssertionError(f"{exercise_id}: {message}")
+
+
+def test_every_passing_message_stored_in_a_chapter_is_its_specs_message():
+    # The chapters' stored outputs print "Exercise NN.k: passed. <message>": a changed
+    # message would change a notebook's checked output.
+    import json
+    import re
+    from pathlib import Path
+
+    exercise_ids()
+    stored = {}
+    for path in sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            for output in cell.get("outputs", []):
+                for line in "".join(output.get("text", "")).splitlines():
+                    match = re.fullmatch(r"Exercise (\d\d\.\d+): passed\. (.*)", line)
+                    if match:
+                        stored[match[1]] = match[2]
+    assert len(stored) >= 20
+    for exercise_id, message in stored.items():
+        assert get_spec(exercise_id).passed == message, exercise_id
