@@ -9,7 +9,7 @@
 set -uo pipefail
 
 works() {
-    command -v bwrap >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 &&
+    [ "$(id -u)" -eq 0 ] && command -v bwrap >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 &&
         command -v setpriv >/dev/null 2>&1 &&
         bwrap --ro-bind / / --dev /dev --proc /proc --unshare-pid --unshare-net \
             --die-with-parent -- true >/dev/null 2>&1
@@ -50,9 +50,9 @@ fi
 
 cat >&2 <<MSG
 ################################################################################
-#  SANDBOXED GRADING TESTS SKIPPED: bubblewrap is missing or cannot create
-#  namespaces here (a container without user/pid namespaces?). The grader's
-#  isolation was NOT tested. To run them:
+#  SANDBOXED GRADING TESTS SKIPPED: not root, or bubblewrap is missing or
+#  cannot create namespaces here (a container without pid/net namespaces?).
+#  The grader's isolation was NOT tested. To run them:
 #      sudo apt-get install bubblewrap      (and run the tests as root)
 ################################################################################
 MSG
