@@ -135,6 +135,22 @@ except MemoryError:
     pass
 """
 
+CRASHER = "import ctypes\n\n\ndef stable_softmax(x):\n    return ctypes.string_at(0)  # segfault"
+SPINNER = (  # blocks the alarm that would stop it, then never returns
+    "import signal\n\n\ndef echo(x):\n"
+    "    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})\n"
+    "    while True:\n        pass"
+)
+EXTRA_CHECKS = '''"""A one-second exercise for the spinner (instructor's extra check module)."""
+
+from attnlab.exercises import Case, exercise
+
+
+@exercise("99.4", passed="echoes", timeout=1.0)
+def _echo(rng):
+    x = rng.normal(size=3)
+    yield Case((x,), x.copy(), on="x")
+'''
 SHOUTER = "for _ in range(100):\n    print('x' * 2**20)"
 PARRICIDE = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"
 
@@ -165,6 +181,16 @@ CLASS = {
         _notebook(SOFTMAX, CHECK_1, PARRICIDE, ENTROPY, CHECK_2),
         {"99.1": (False, "without a report"), "99.2": (False, "without a report")},
     ),
+    "crasher": (  # crashes inside the check: only that exercise is lost, the kernel lives
+        _notebook(CRASHER, CHECK_1, ENTROPY, CHECK_2),
+        {"99.1": (False, "crashed the process"), "99.2": (True, "log(4)")},
+    ),
+    "spinner": (
+        _notebook("import extra_checks  # noqa: F401", SPINNER, 'assert check("99.4", echo)',
+                  SOFTMAX, CHECK_1, ENTROPY, CHECK_2),
+        {"99.1": (True, "matches"), "99.2": (True, "log(4)"),
+         "99.4": (False, "took longer than 1 s")},
+    ),
     "links": (_honest(), {"99.1": (True, "matches"), "99.2": (True, "log(4)")}),
     "big": (_honest(), {"99.1": (True, "matches"), "99.2": (True, "log(4)")}),
     "dirnb": (None, {"99.1": (False, "not submitted"), "99.2": (False, "not submitted")}),
@@ -184,7 +210,10 @@ def require_sandbox() -> None:
 
 
 def _sandbox_uids() -> list[int]:
-    return user_processes(range(sandbox.UID_BASE, sandbox.UID_BASE + 64 * 64 + 64))
+    from attnlab.course.grade import USED_UIDS
+
+    assert USED_UIDS
+    return [pid for uid in sorted(USED_UIDS) for pid in user_processes(uid)]
 
 
 @pytest.fixture(scope="module")
@@ -197,6 +226,7 @@ def graded(tmp_path_factory):
         folder = subs / student
         folder.mkdir()
         shutil.copy(COURSEWORK / "hw_checks.py", folder)
+        (folder / "extra_checks.py").write_text(EXTRA_CHECKS)
         if nb is not None:
             nbformat.write(nb, folder / NAME)
     saboteur = _notebook(SOFTMAX, CHECK_1, _saboteur(subs / "honest" / NAME), CHECK_2)
@@ -219,7 +249,10 @@ def graded(tmp_path_factory):
     temps = set(glob.glob("/tmp/attnlab-grade-*"))
     out = root / "grades.csv"
     started = time.monotonic()
-    rows = grade(subs, out, source=COURSEWORK, timeout=TIMEOUT, jobs=2, progress=False)
+    (root / "extra_checks.py").write_text(EXTRA_CHECKS)
+    checks = [COURSEWORK / "hw_checks.py", root / "extra_checks.py"]
+    rows = grade(subs, out, source=COURSEWORK, checks=checks, timeout=TIMEOUT, jobs=2,
+                 progress=False)
     seconds = time.monotonic() - started
     print(f"\ngraded {len(CLASS) + 1} adversarial students in {seconds:.1f} s (jobs=2)")
     for row in rows:
@@ -242,13 +275,15 @@ def test_each_student_gets_the_grade_their_answers_deserve(graded, student):
     if shown.startswith("="):
         shown = "'" + shown
     mine = _mine(graded["rows"], shown)
-    assert sorted(mine) == ["99.1", "99.2"], graded["rows"]
+    assert sorted(mine) == sorted(CLASS[student][1]), graded["rows"]
     for exercise, (passed, phrase) in CLASS[student][1].items():
         assert mine[exercise]["passed"] == str(passed), mine[exercise]
         assert phrase in mine[exercise]["message"] + mine[exercise]["run"], mine[exercise]
 
 
-@pytest.mark.parametrize("student", ["honest", "hog", "saboteur", "links", "big", "patcher"])
+@pytest.mark.parametrize(
+    "student", ["honest", "hog", "saboteur", "links", "big", "patcher"]
+)
 def test_limits_held_inside_the_notebooks_that_test_them(graded, student):
     # hog asserts in its own cells that the fork bomb and the 6 GiB allocation were refused:
     # a cell error would show in the run column.

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from attnlab.course.adapters import adapt, load_plain, save_plain
+from attnlab.course.forked import can_fork, run_forked
 from attnlab.course.spec import ExerciseFailure, Plain, Spec, judge
 
 #: When set, ``check`` also runs the answer on the grader's inputs found in this folder
@@ -115,7 +116,7 @@ def run_spec(spec: Spec, answer: Any, timeout: float | None = None) -> tuple[boo
     except StopIteration:
         return True, spec.passed
     except CheckTimeout:
-        return False, f"your answer took longer than {limit:g} s (an endless loop?)"
+        return False, _too_long(limit)
     except _AnswerError as error:
         return False, error.message
     except ExerciseFailure as failure:
@@ -124,7 +125,7 @@ def run_spec(spec: Spec, answer: Any, timeout: float | None = None) -> tuple[boo
         vault.close()
 
 
-# ---- capture: the grader's inputs, evaluated in the sandboxed kernel -------------------------
+# ---- capture: the grader's inputs, evaluated in a child of the sandboxed kernel -------------
 def capture(exercise_id: str, answer: Any) -> None:
     """If ``$ATTNLAB_CAPTURE`` is set and holds inputs for ``exercise_id``, store outputs.
 
@@ -141,20 +142,51 @@ def capture(exercise_id: str, answer: Any) -> None:
         adapter, limit, cases = str(spec["adapter"]), float(spec["timeout"]), spec["args"]
     except (ValueError, KeyError, TypeError):
         return
-    results: list[dict[str, Any]] = []
-    try:
-        with time_limit(limit):
-            for args in cases:
-                try:
-                    results.append({"ok": _call_answer(adapter, answer, copy.deepcopy(args))})
-                except _AnswerError as error:
-                    results.append({"error": error.message})
-                    break
-    except CheckTimeout:
-        results.append({"error": f"your answer took longer than {limit:g} s (an endless loop?)"})
     out = Path(folder) / "outputs"
     out.mkdir(exist_ok=True)
-    try:
-        save_plain(out / f"{exercise_id}.npz", results)
-    except (OSError, TypeError):
-        pass
+    target = out / f"{exercise_id}.npz"
+    target.unlink(missing_ok=True)
+
+    def evaluate() -> str:
+        results: list[dict[str, Any]] = []
+        try:
+            with time_limit(limit):
+                for args in cases:
+                    try:
+                        results.append({"ok": _call_answer(adapter, answer, copy.deepcopy(args))})
+                    except _AnswerError as error:
+                        results.append({"error": error.message})
+                        break
+        except CheckTimeout:
+            results.append({"error": _too_long(limit)})
+        save_plain(target, results)
+        return "saved"
+
+    if not can_fork():
+        evaluate()
+        return
+    kind, value = run_forked(evaluate, limit + 3.0)
+    if kind != "ok" and not target.exists():  # the child died or hung: say so in the results
+        save_plain(target, [{"error": _child_failure(kind, value, limit)}])
+
+
+def _too_long(limit: float) -> str:
+    return f"your answer took longer than {limit:g} s (an endless loop?)"
+
+
+def _child_failure(kind: str, value: Any, limit: float) -> str:
+    if kind == "timeout":
+        return _too_long(limit)
+    if kind == "crash":
+        return f"your answer crashed the process evaluating it (signal or status {value})"
+    return f"evaluating your answer failed ({value})"
+
+
+def run_spec_forked(spec: Spec, answer: Any) -> tuple[bool, str]:
+    """``run_spec`` in a forked child (while grading): the kernel survives any answer."""
+    if not can_fork():
+        return run_spec(spec, answer)
+    kind, value = run_forked(lambda: list(run_spec(spec, answer)), spec.timeout + 3.0)
+    if kind == "ok" and isinstance(value, list) and len(value) == 2:
+        return bool(value[0]), str(value[1])
+    return False, _child_failure(kind, value, spec.timeout)

@@ -152,9 +152,15 @@ def _verdict(spec: Spec, cases: list[Case], blob: object) -> tuple[bool, str]:
     return True, spec.passed
 
 
+#: Every user id this process has handed to a sandbox (to check that none is still in use).
+USED_UIDS: set[int] = set()
+
+
 def _next_uid() -> int:
     with _uid_lock:
-        return sandbox.UID_BASE + (os.getpid() % 64) * 64 + next(_uids) % 64
+        uid = sandbox.UID_BASE + (os.getpid() % 64) * 64 + next(_uids) % 64
+        USED_UIDS.add(uid)
+        return uid
 
 
 def _execute(

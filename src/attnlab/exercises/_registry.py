@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import pkgutil
 import re
 from collections.abc import Callable
@@ -22,7 +23,15 @@ from typing import Any
 
 import numpy as np  # noqa: F401  (used by the doctests)
 
-from attnlab.course.check import CheckTimeout, capture, describe_error, run_spec, time_limit
+from attnlab.course.check import (
+    CAPTURE_ENV,
+    CheckTimeout,
+    capture,
+    describe_error,
+    run_spec,
+    run_spec_forked,
+    time_limit,
+)
 from attnlab.course.spec import EXERCISE_ID, ExerciseFailure, expect_close, get_spec, spec_ids
 
 __all__ = ["EXERCISE_ID", "ExerciseFailure", "check", "exercise_ids", "expect_close", "register"]
@@ -166,7 +175,9 @@ def check(exercise_id: str, answer: Any, *, verbose: bool = True) -> bool:
             f"no check for exercise {exercise_id!r}; known: {', '.join(exercise_ids())}"
         )
     capture(exercise_id, answer)  # only when the grader runs this notebook
-    if spec is not None:
+    if spec is not None and os.environ.get(CAPTURE_ENV):  # grading: answers run in children
+        passed, message = run_spec_forked(spec, answer)
+    elif spec is not None:
         passed, message = run_spec(spec, answer)
     else:
         passed, message = _run_legacy(_CHECKS[exercise_id], answer)
