@@ -297,3 +297,27 @@ def test_every_passing_message_stored_in_a_chapter_is_its_specs_message():
     assert len(stored) >= 20
     for exercise_id, message in stored.items():
         assert get_spec(exercise_id).passed == message, exercise_id
+
+
+# ---- forked evaluation (used while grading) --------------------------------------------------
+def test_run_forked_reports_values_errors_hangs_and_crashes():
+    import os
+    import signal
+
+    from attnlab.course.forked import run_forked
+
+    assert run_forked(lambda: [1, "two"], 10) == ("ok", [1, "two"])
+    kind, text = run_forked(lambda: 1 / 0, 10)
+    assert kind == "error" and "ZeroDivisionError" in text
+
+    def blocked_hang():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        while True:
+            pass
+
+    started = time.monotonic()
+    assert run_forked(blocked_hang, 0.5) == ("timeout", None)
+    assert time.monotonic() - started < 5
+    assert run_forked(lambda: os.kill(os.getpid(), signal.SIGSEGV), 10) == (
+        "crash", signal.SIGSEGV
+    )
