@@ -47,7 +47,7 @@ class Limits:
     file_size: int = 64 * 2**20  # RLIMIT_FSIZE: stdout to the grader included, bytes
     open_files: int = 1024
     tmpfs: int = 512 * 2**20  # size of the writable /tmp and work folder, bytes
-    output: int = 2 * 2**20  # outputs of all cells of the notebook together, bytes
+    output: int = 8 * 2**20  # outputs of all cells of the notebook together, bytes
 
 
 def _prlimit(limits: Limits) -> list[str]:
