@@ -151,6 +151,21 @@ def _echo(rng):
     x = rng.normal(size=3)
     yield Case((x,), x.copy(), on="x")
 '''
+HERD = """
+import os, time
+children = []
+for _ in range(6):  # 6 x 700 MiB, each under the per-process limit, 4.2 GiB together
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(700 * 2**20)
+        block[::4096] = b"x" * len(range(0, len(block), 4096))  # touch every page
+        time.sleep(2)
+        os._exit(0)
+    children.append(pid)
+statuses = [os.waitpid(pid, 0)[1] for pid in children]
+killed = sum(os.WIFSIGNALED(s) and os.WTERMSIG(s) == 9 for s in statuses)
+assert killed >= 1, "the sandbox's total memory limit did not hold"
+"""
 SHOUTER = "for _ in range(100):\n    print('x' * 2**20)"
 PARRICIDE = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"
 
@@ -171,6 +186,10 @@ CLASS = {
     ),
     "hog": (
         _notebook(HOG, SOFTMAX, CHECK_1, ENTROPY, CHECK_2),
+        {"99.1": (True, "matches"), "99.2": (True, "log(4)")},
+    ),
+    "herd": (
+        _notebook(HERD, SOFTMAX, CHECK_1, ENTROPY, CHECK_2),
         {"99.1": (True, "matches"), "99.2": (True, "log(4)")},
     ),
     "shouter": (
@@ -251,8 +270,9 @@ def graded(tmp_path_factory):
     started = time.monotonic()
     (root / "extra_checks.py").write_text(EXTRA_CHECKS)
     checks = [COURSEWORK / "hw_checks.py", root / "extra_checks.py"]
+    limits = sandbox.Limits(total_memory=3 * 2**30)  # the herd needs 4.2 GiB
     rows = grade(subs, out, source=COURSEWORK, checks=checks, timeout=TIMEOUT, jobs=2,
-                 progress=False)
+                 progress=False, limits=limits)
     seconds = time.monotonic() - started
     print(f"\ngraded {len(CLASS) + 1} adversarial students in {seconds:.1f} s (jobs=2)")
     for row in rows:
@@ -288,6 +308,14 @@ def test_limits_held_inside_the_notebooks_that_test_them(graded, student):
     # hog asserts in its own cells that the fork bomb and the 6 GiB allocation were refused:
     # a cell error would show in the run column.
     assert {r["run"] for r in _mine(graded["rows"], student).values()} == {"completed"}
+
+
+def test_the_total_memory_of_a_sandbox_is_capped_where_cgroups_exist(graded):
+    from attnlab.course.cgroups import _roots
+
+    if os.geteuid() != 0 or not _roots():
+        pytest.skip("no writable memory and pids cgroups here: only per-process limits")
+    assert {r["run"] for r in _mine(graded["rows"], "herd").values()} == {"completed"}
 
 
 def test_the_saboteur_reached_nothing_outside_its_sandbox(graded):

@@ -32,6 +32,7 @@ import numpy as np
 from attnlab.assign import check_ids_in
 from attnlab.course import sandbox
 from attnlab.course.adapters import MAX_NPZ_BYTES, _decode, save_plain
+from attnlab.course.cgroups import Cgroup, joining
 from attnlab.course.files import Submission, read_notebook_bytes, safe_cell
 from attnlab.course.spec import Case, ExerciseFailure, Spec, get_spec, judge
 
@@ -195,9 +196,12 @@ def _execute(
         env.pop("IPYTHONDIR")
         cwd = str(tmp)
     out_path, err_path = tmp / "report.json", tmp / "runner.log"
+    group = Cgroup(f"attnlab-{uid}-{os.getpid()}", limits.total_memory, limits.processes)
+    group.create()
     with out_path.open("wb") as out, err_path.open("wb") as err:
-        process = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                   cwd=cwd, env=env, start_new_session=True)
+        process = subprocess.Popen(joining(group, cmd), stdout=out, stderr=err,
+                                   stdin=subprocess.DEVNULL, cwd=cwd, env=env,
+                                   start_new_session=True)
         try:
             process.wait(timeout=timeout + 2 * _STARTUP)
             ended = ""
@@ -206,6 +210,7 @@ def _execute(
             process.wait()
             ended = f"timeout (limit {timeout:g} s)"
         finally:
+            group.destroy()
             if isolated:
                 sandbox.kill_user(uid)
     try:

@@ -2,7 +2,8 @@
 
 One submission runs as (see :func:`sandbox_command`)::
 
-    prlimit (memory, CPU, processes, file size, open files)
+    sh (joins a memory and pids cgroup for the whole sandbox, where available)
+      prlimit (memory, CPU, processes, file size, open files)
       bwrap (new mount, pid, network, ipc, uts namespaces; dies with the grader)
         setpriv (a user id of its own, no groups, no capabilities, no new privileges)
           python -m attnlab.course.runner
@@ -48,6 +49,7 @@ class Limits:
     open_files: int = 1024
     tmpfs: int = 512 * 2**20  # size of the writable /tmp and work folder, bytes
     output: int = 8 * 2**20  # outputs of all cells of the notebook together, bytes
+    total_memory: int = 6 * 2**30  # all processes of the sandbox together (cgroup), bytes
 
 
 def _prlimit(limits: Limits) -> list[str]:
