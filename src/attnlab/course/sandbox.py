@@ -4,9 +4,9 @@ One submission runs as (see :func:`sandbox_command`)::
 
     sh (joins a memory and pids cgroup for the whole sandbox, where available)
       prlimit (memory, CPU, processes, file size, open files)
-      bwrap (new mount, pid, network, ipc, uts namespaces; dies with the grader)
-        setpriv (a user id of its own, no groups, no capabilities, no new privileges)
-          python -m attnlab.course.runner
+        bwrap (new mount, pid, network, ipc, uts namespaces; dies with the grader)
+          setpriv (a user id of its own, no groups, no capabilities, no new privileges)
+            python -m attnlab.course.runner
 
 The sandbox sees a read-only ``/usr``, ``/etc``, the Python installation and attnlab, the
 student's own folder (a private copy, read-only, copied to a size-limited ``tmpfs`` by the
