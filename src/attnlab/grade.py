@@ -166,6 +166,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds allowed for each notebook (default 300)")
     parser.add_argument("--jobs", type=int, default=1, help="notebooks graded at once")
     parser.add_argument(
+        "--memory", type=float, default=6.0,
+        help="GiB of memory for one notebook's sandbox, all its processes together (default 6;"
+        " one process gets at most 4 of them)",
+    )
+    parser.add_argument(
         "--allow-unsandboxed", action="store_true",
         help="grade even where no sandbox is available: student code then runs with your "
         "user and files (a loud warning is printed); only for trusted work",
@@ -179,9 +184,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"attnlab.grade: no notebook under {args.submissions}", file=sys.stderr)
         return 2
     started = time.monotonic()
+    total = int(args.memory * 2**30)
+    limits = sandbox.Limits(memory=min(4 * 2**30, total), total_memory=total,
+                            cpu_seconds=int(args.timeout + 300))
     try:
         rows = grade(args.submissions, args.out, source=args.source, checks=args.checks,
-                     timeout=args.timeout, jobs=args.jobs,
+                     timeout=args.timeout, jobs=args.jobs, limits=limits,
                      allow_unsandboxed=args.allow_unsandboxed)
     except RuntimeError as error:
         print(f"attnlab.grade: refusing to grade: {error}", file=sys.stderr)
