@@ -1,4 +1,4 @@
-"""Tests of attnlab.grade and of the results channel of attnlab.exercises.check.
+"""Tests of attnlab.grade on the fixture class (honest, wrong, crashing, hanging students).
 
 One grading run (module fixture) over a temporary copy of ``tests/fixtures/submissions``
 plus three more students made here: dave (a malformed file), reference (the instructor's
@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from attnlab.assign import assign
-from attnlab.exercises import check, register
-from attnlab.exercises._registry import RESULTS_ENV, ExerciseFailure
-from attnlab.grade import COLUMNS, Submission, _read_verdicts, grade, grade_notebook, main
+from attnlab.course.sandbox import availability
+from attnlab.exercises import ExerciseFailure, check, register
+from attnlab.grade import COLUMNS, Submission, grade, grade_notebook, main
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -76,8 +76,18 @@ EXPECTED = {
 }
 
 
+def require_sandbox() -> None:
+    """Skip (fail under CI=true) when this machine cannot run the grader's sandbox."""
+    ok, why = availability()
+    if not ok:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"no grading sandbox under CI: {why}")
+        pytest.skip(f"no grading sandbox here ({why}); run scripts/ensure_sandbox.sh as root")
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
+    require_sandbox()
     root = tmp_path_factory.mktemp("grading")
     submissions = root / "submissions"
     shutil.copytree(FIXTURES / "submissions", submissions)
@@ -158,7 +168,7 @@ def test_grading_leaves_the_submissions_untouched(graded):
     assert unchanged
 
 
-# ---- the results channel of check() ---------------------------------------------------------
+# ---- checks declared the old way (a function) ----------------------------------------------
 @register("99.9")
 def _is_three(answer) -> str:
     if answer != 3:
@@ -166,40 +176,11 @@ def _is_three(answer) -> str:
     return "three"
 
 
-def test_check_appends_one_json_line_per_call_when_the_variable_is_set(tmp_path, monkeypatch):
-    results = tmp_path / "results.jsonl"
-    monkeypatch.setenv(RESULTS_ENV, str(results))
+def test_a_check_registered_as_a_function_still_works_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     assert check("99.9", 4, verbose=False) is False
     assert check("99.9", 3, verbose=False) is True
-    lines = [json.loads(line) for line in results.read_text().splitlines()]
-    assert lines == [
-        {"exercise": "99.9", "passed": False, "message": "expected 3, got 4"},
-        {"exercise": "99.9", "passed": True, "message": "three"},
-    ]
-    assert _read_verdicts(results) == {"99.9": (True, "three")}  # the last verdict counts
-
-
-def test_check_writes_nothing_without_the_variable(tmp_path, monkeypatch):
-    monkeypatch.delenv(RESULTS_ENV, raising=False)
-    monkeypatch.chdir(tmp_path)
-    assert check("99.9", 3, verbose=False) is True
     assert list(tmp_path.iterdir()) == []
-
-
-def test_results_reader_skips_lines_a_student_could_have_broken(tmp_path):
-    results = tmp_path / "r.jsonl"
-    results.write_text(
-        '{"exercise": "01.1", "passed": true, "message": "ok"}\n'
-        "not json\n"
-        '{"exercise": "01.2"}\n'
-        '{"exercise": "01.3", "passed": "yes", "message": "a string is not True"}\n'
-        '{"exercise": "not an id", "passed": true, "message": "ignored"}\n'
-    )
-    assert _read_verdicts(results) == {
-        "01.1": (True, "ok"),
-        "01.3": (False, "a string is not True"),
-    }
-    assert _read_verdicts(tmp_path / "missing.jsonl") == {}
 
 
 def test_malformed_notebook_without_reference_gets_one_row(tmp_path):
@@ -225,6 +206,7 @@ def test_real_chapters_reference_passes_and_student_version_fails(tmp_path):
     submissions = tmp_path / "submissions"
     shutil.copytree(notebooks, submissions / "reference")
     assign(notebooks, submissions / "student")
+    require_sandbox()
     rows = grade(submissions, tmp_path / "g.csv", source=notebooks, timeout=600, jobs=2)
     graded = [r for r in rows if r["exercise"]]
     assert graded, "no exercise with a check in notebooks/"

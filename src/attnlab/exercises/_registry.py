@@ -1,45 +1,49 @@
 """The registry behind ``attnlab.exercises.check``.
 
-Each chapter module ``attnlab.exercises.chNN`` registers one check per code exercise with
-``register``. ``check`` looks the check up, runs it on the learner's answer and turns
-every way an answer can go wrong (a wrong value, a stub that still raises
-``NotImplementedError``, a crash) into a one-line verdict instead of a traceback.
+Each chapter module ``attnlab.exercises.chNN`` declares one *spec* per code exercise with
+``attnlab.course.spec.exercise``: a generator of cases (inputs, a reference computed from
+them, and common mistakes to recognise). The same spec serves ``check`` here, in the
+learner's kernel, and the grader (``attnlab.course.grade``), which judges answers from
+plain data outside the student's process.
 
-When the environment variable named by ``RESULTS_ENV`` is set (``attnlab.grade`` sets it
-for each notebook it executes), every call of ``check`` also appends one JSON line
-``{"exercise": ..., "passed": ..., "message": ...}`` to that file. That is how the grader
-learns the verdicts without parsing printed output.
+``register`` keeps the older form, a function that takes the answer and raises
+``ExerciseFailure``: such checks run in ``check`` (with its time limit) but cannot be graded
+by ``python -m attnlab.grade``, which needs a spec.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import os
 import pkgutil
 import re
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
+import numpy as np  # noqa: F401  (used by the doctests)
 
-#: Name of the environment variable that, when set, makes ``check`` append its verdicts
-#: (one JSON object per line) to the file it names.
-RESULTS_ENV = "ATTNLAB_RESULTS"
+from attnlab.course.check import (
+    CAPTURE_ENV,
+    CheckTimeout,
+    capture,
+    describe_error,
+    run_spec,
+    run_spec_forked,
+    time_limit,
+)
+from attnlab.course.spec import EXERCISE_ID, ExerciseFailure, expect_close, get_spec, spec_ids
 
-#: Exercise ids are the chapter number (two digits), a dot and the exercise number.
-EXERCISE_ID = re.compile(r"^(?P<chapter>\d{2})\.(?P<number>[1-9]\d*)$")
+__all__ = ["EXERCISE_ID", "ExerciseFailure", "check", "exercise_ids", "expect_close", "register"]
+
+#: Time limit (seconds) of a check registered with ``register``.
+LEGACY_TIMEOUT = 20.0
 
 _CHECKS: dict[str, Callable[[Any], str]] = {}
 
 
-class ExerciseFailure(AssertionError):
-    """Raised by a check when the answer behaves differently from the reference."""
-
-
 def _chapter_of(exercise_id: str) -> str:
-    match = EXERCISE_ID.match(exercise_id)
+    match = EXERCISE_ID.match(exercise_id) if isinstance(exercise_id, str) else None
     if match is None:
         raise ValueError(
             f"exercise id must look like 'NN.k' (chapter and number, e.g. '05.2'), "
@@ -108,11 +112,27 @@ def _load_chapters() -> None:
 def exercise_ids() -> list[str]:
     """All exercise ids that have an automatic check, sorted."""
     _load_chapters()
-    return sorted(_CHECKS)
+    return sorted(set(_CHECKS) | set(spec_ids()))
+
+
+def _run_legacy(fn: Callable[[Any], str], answer: Any) -> tuple[bool, str]:
+    try:
+        with time_limit(LEGACY_TIMEOUT):
+            return True, str(fn(answer))
+    except CheckTimeout:
+        return False, f"your answer took longer than {LEGACY_TIMEOUT:g} s (an endless loop?)"
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # noqa: BLE001 - the learner's code crashed: say so
+        return False, describe_error(error)
 
 
 def check(exercise_id: str, answer: Any, *, verbose: bool = True) -> bool:
     """Test ``answer`` for exercise ``exercise_id`` on fresh random cases.
+
+    Every reference is computed before the answer runs, the answer gets copies of the
+    inputs, its results are compared as plain numpy arrays (objects that only pretend to be
+    arrays are refused), it has a time limit, and common mistakes are named.
 
     Parameters
     ----------
@@ -149,80 +169,19 @@ def check(exercise_id: str, answer: Any, *, verbose: bool = True) -> bool:
     True
     """
     _load_chapter(_chapter_of(exercise_id))
-    if exercise_id not in _CHECKS:
+    spec = get_spec(exercise_id)
+    if spec is None and exercise_id not in _CHECKS:
         raise ValueError(
             f"no check for exercise {exercise_id!r}; known: {', '.join(exercise_ids())}"
         )
-    try:
-        verdict = _CHECKS[exercise_id](answer)
-    except NotImplementedError:
-        message = "not answered yet (the function still raises NotImplementedError)"
-        passed = False
-    except ExerciseFailure as failure:
-        message = str(failure)
-        passed = False
-    except Exception as error:  # the learner's code crashed: say so instead of a traceback
-        message = f"your answer raised {type(error).__name__}: {error}"
-        passed = False
+    capture(exercise_id, answer)  # only when the grader runs this notebook
+    if spec is not None and os.environ.get(CAPTURE_ENV):  # grading: answers run in children
+        passed, message = run_spec_forked(spec, answer)
+    elif spec is not None:
+        passed, message = run_spec(spec, answer)
     else:
-        message = str(verdict)
-        passed = True
-    _record(exercise_id, passed, message)
+        passed, message = _run_legacy(_CHECKS[exercise_id], answer)
     if verbose:
         mark = "passed" if passed else "not yet"
         print(f"Exercise {exercise_id}: {mark}. {message}")
     return passed
-
-
-def _record(exercise_id: str, passed: bool, message: str) -> None:
-    """Append the verdict to the results file named by ``$ATTNLAB_RESULTS``, if set."""
-    path = os.environ.get(RESULTS_ENV)
-    if not path:
-        return
-    line = json.dumps({"exercise": exercise_id, "passed": passed, "message": message})
-    with open(path, "a", encoding="utf-8") as results:
-        results.write(line + "\n")
-
-
-def _as_numbers(got: Any, on: str) -> np.ndarray:
-    """``got`` as a float array (torch tensors included), or an ``ExerciseFailure``."""
-    if hasattr(got, "detach") and hasattr(got, "cpu"):  # a torch tensor
-        got = got.detach().cpu().numpy()
-    try:
-        return np.asarray(got, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ExerciseFailure(
-            f"on {on}: expected an array of numbers, got {type(got).__name__}"
-        ) from None
-
-
-def expect_close(
-    got: Any, expected: np.ndarray, *, on: str, atol: float = 1e-8, rtol: float = 1e-6
-) -> None:
-    """Raise ``ExerciseFailure`` unless ``got`` matches ``expected`` (shape and values).
-
-    ``on`` describes the input in words, so the message says where the answer went wrong.
-    ``got`` may be anything numpy can read as numbers (a list, an array, a CPU torch tensor).
-
-    Examples
-    --------
-    >>> expect_close([1.0, 2.0], np.array([1.0, 2.0]), on="x = [1, 2]")
-    >>> expect_close([1.0, 2.5], np.array([1.0, 2.0]), on="x = [1, 2]")
-    Traceback (most recent call last):
-    ...
-    attnlab.exercises._registry.ExerciseFailure: on x = [1, 2]: at index (1,) expected 2, got 2.5
-    """
-    expected = np.asarray(expected, dtype=np.float64)
-    got_arr = _as_numbers(got, on)
-    if got_arr.shape != expected.shape:
-        raise ExerciseFailure(
-            f"on {on}: expected an array of shape {expected.shape}, got shape {got_arr.shape}"
-        )
-    if not np.allclose(got_arr, expected, atol=atol, rtol=rtol):
-        diff = np.abs(got_arr - expected)
-        diff[np.isnan(diff)] = np.inf  # a NaN is the worst possible mismatch
-        worst = np.unravel_index(np.argmax(diff), expected.shape)
-        raise ExerciseFailure(
-            f"on {on}: at index {tuple(int(i) for i in worst)} expected "
-            f"{float(expected[worst]):.6g}, got {float(got_arr[worst]):.6g}"
-        )

@@ -2,58 +2,99 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterator
 
 import numpy as np
 
 from attnlab.conv import local_context
-from attnlab.exercises._registry import ExerciseFailure, expect_close, register
+from attnlab.course.spec import Case, ExerciseFailure, as_array, exercise, expect_close
 
 
-@register("01.1")
-def _moving_average(answer: Callable[[int, int], np.ndarray]) -> str:
-    rng = np.random.default_rng()
-    for _ in range(10):
-        half, d = int(rng.integers(0, 4)), int(rng.integers(1, 5))
-        s = int(rng.integers(2 * half + 1, 2 * half + 8))
-        kernel = np.asarray(answer(half, d))
-        if kernel.shape != (2 * half + 1, d, d):
-            raise ExerciseFailure(
-                f"for C={half}, d={d} expected a kernel of shape {(2 * half + 1, d, d)}, "
-                f"got {kernel.shape}"
-            )
+def _kernel_judge(got, case: Case) -> None:
+    """``got`` is a kernel: right shape, and ``local_context(x, got)`` equals the expected."""
+    x, shape = case.private
+    kernel = as_array(got, case.on)
+    if kernel.shape != shape:
+        raise ExerciseFailure(f"{case.on}: expected a kernel of shape {shape}, got {kernel.shape}")
+    expect_close(local_context(x, kernel), case.expected, on=case.on)
+
+
+def _window_means(x: np.ndarray, half: int) -> np.ndarray:
+    s = len(x)
+    return np.array(
+        [np.mean([x[(i + j) % s] for j in range(-half, half + 1)], axis=0) for i in range(s)]
+    )
+
+
+@exercise(
+    "01.1",
+    passed="local_context with your kernel averages every window on 10 random sequences.",
+)
+def _moving_average(rng: np.random.Generator) -> Iterator[Case]:
+    for case in range(11):
+        if case == 0:  # a closed form first: C=1, d=2, where the classic slips show
+            half, d, s = 1, 2, 5
+        else:
+            half, d = int(rng.integers(0, 4)), int(rng.integers(1, 5))
+            s = int(rng.integers(2 * half + 1, 2 * half + 8))
         x = rng.normal(size=(s, d))
-        window_means = np.array(
-            [np.mean([x[(i + j) % s] for j in range(-half, half + 1)], axis=0) for i in range(s)]
+        width = 2 * half + 1
+        eye = np.broadcast_to(np.eye(d), (width, d, d))
+        hints = {
+            "each offset's matrix must be I/(2C+1); a matrix full of 1/(2C+1) mixes the "
+            "channels": np.full((width, d, d), 1.0 / width),
+            "this kernel sums the window; divide by the window size 2C+1 to average": eye,
+        }
+        if d == 1:
+            hints.pop(next(iter(hints)))  # with one channel the two kernels coincide
+        yield Case(
+            (half, d),
+            _window_means(x, half),
+            on=f"for C={half}, d={d}",
+            judge=_kernel_judge,
+            hints=hints if width > 1 or d > 1 else {},
+            private=(x, (width, d, d)),
         )
-        expect_close(
-            local_context(x, kernel),
-            window_means,
-            on=f"a random sequence with s={s}, d={d}, C={half}",
-        )
-    return "local_context with your kernel averages every window on 10 random sequences."
 
 
-@register("01.2")
-def _compose(answer: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> str:
-    rng = np.random.default_rng()
+def _compose_kernels(k1: np.ndarray, k2: np.ndarray, sign: int) -> np.ndarray:
+    """``K_c = Σ K1_a @ K2_b`` over ``a + b = c`` (``sign=1``) or ``a - b = c`` (``-1``)."""
+    c1, c2 = len(k1) // 2, len(k2) // 2
+    out = np.zeros((2 * (c1 + c2) + 1, k1.shape[1], k2.shape[2]))
+    for a in range(-c1, c1 + 1):
+        for b in range(-c2, c2 + 1):
+            out[a + sign * b + c1 + c2] += k1[a + c1] @ k2[b + c2]
+    return out
+
+
+@exercise(
+    "01.2",
+    passed="one layer with your kernel equals the two-layer stack on 10 random cases.",
+)
+def _compose(rng: np.random.Generator) -> Iterator[Case]:
+    # Closed form first: k2 shifts by +1, so the composed kernel is k1 moved by one offset.
+    k1 = np.array([1.0, 2.0, 3.0]).reshape(3, 1, 1)
+    k2 = np.array([0.0, 0.0, 1.0]).reshape(3, 1, 1)
+    cases = [(k1, k2, rng.normal(size=(7, 1)), "k1 = [1, 2, 3], k2 = [0, 0, 1] (a shift), d = 1")]
     for _ in range(10):
         c1, c2 = int(rng.integers(0, 3)), int(rng.integers(0, 3))
         d_in, d_mid, d_out = (int(v) for v in rng.integers(1, 4, size=3))
         s = 2 * (c1 + c2) + 1 + int(rng.integers(0, 5))
         k1 = rng.normal(size=(2 * c1 + 1, d_in, d_mid))
         k2 = rng.normal(size=(2 * c2 + 1, d_mid, d_out))
-        x = rng.normal(size=(s, d_in))
-        composed = np.asarray(answer(k1, k2))
-        expected_shape = (2 * (c1 + c2) + 1, d_in, d_out)
-        if composed.shape != expected_shape:
-            raise ExerciseFailure(
-                f"for C1={c1}, C2={c2} expected a kernel of shape {expected_shape}, "
-                f"got {composed.shape}"
-            )
-        expect_close(
-            local_context(x, composed),
+        on = f"C1={c1}, C2={c2}, s={s}, widths {d_in}->{d_mid}->{d_out}"
+        cases.append((k1, k2, rng.normal(size=(s, d_in)), on))
+    for k1, k2, x, on in cases:
+        c1, c2 = len(k1) // 2, len(k2) // 2
+        wrong = {}
+        if c1 and c2:
+            wrong["your kernel pairs offsets a and b at a − b; stacking two layers adds "
+                  "offsets: K_c = Σ_{a+b=c} K1_a @ K2_b"] = _compose_kernels(k1, k2, -1)
+        yield Case(
+            (k1, k2),
             local_context(local_context(x, k1), k2),
-            on=f"C1={c1}, C2={c2}, s={s}, widths {d_in}->{d_mid}->{d_out}",
+            on=on,
+            judge=_kernel_judge,
+            hints=wrong,
+            private=(x, (2 * (c1 + c2) + 1, k1.shape[1], k2.shape[2])),
         )
-    return "one layer with your kernel equals the two-layer stack on 10 random cases."

@@ -2,43 +2,64 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
-from attnlab.exercises._registry import ExerciseFailure, expect_close, register
+from attnlab.course.spec import Case, ExerciseFailure, as_array, close, exercise
 from attnlab.images import image_to_patches
 
 
-@register("06.1")
-def _patchify(answer) -> str:
+@exercise(
+    "06.1",
+    passed="matches image_to_patches on 20 random images (non-square, 1 to 4 channels)",
+)
+def _patchify(rng: np.random.Generator) -> Iterator[Case]:
     """``patchify(image, p)``: ``(H, W, C)`` → ``((H/p)·(W/p), p·p·C)``, row by row."""
-    rng = np.random.default_rng()
     for case in range(20):
         p = int(rng.integers(1, 6))
         rows, cols, channels = (int(n) for n in rng.integers(1, 5, size=3))
         image = rng.random((rows * p, cols * p, channels))
-        expect_close(
-            answer(image, p),
-            image_to_patches(image, p),
-            on=f"case {case}: image {image.shape}, p={p}",
+        hints = {
+            "you reshaped the image straight to (patches, p·p·C): that cuts it into strips of "
+            "pixel rows, not p×p squares. Split both axes into (H/p, p) and (W/p, p) and move "
+            "the two p axes together before the final reshape": image.reshape(
+                rows * cols, p * p * channels
+            ),
+        }
+        yield Case(
+            (image, p), image_to_patches(image, p), on=f"case {case}: image {image.shape}, p={p}",
+            hints=hints,
         )
-    return "matches image_to_patches on 20 random images (non-square, 1 to 4 channels)"
 
 
-@register("06.2")
-def _same_label_mass(answer) -> str:
+def _per_head(got, case: Case) -> None:
+    arr = as_array(got, case.on)
+    if arr.shape != case.expected.shape:
+        raise ExerciseFailure(
+            f"{case.on}: expected one number per head {case.expected.shape}, got {arr.shape}"
+        )
+    close(got, case)
+
+
+@exercise("06.2", passed="matches the mean same-label attention mass on 20 random cases")
+def _same_label_mass(rng: np.random.Generator) -> Iterator[Case]:
     """``same_label_mass(weights, labels)``: per head, mean attention on same-label keys."""
-    rng = np.random.default_rng()
     for case in range(20):
         h, s = int(rng.integers(1, 6)), int(rng.integers(1, 9))
         logits = rng.normal(size=(h, s, s)) * 2
         weights = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
         labels = rng.integers(0, 3, size=s)
         same = labels[:, None] == labels[None, :]
-        expected = (weights * same).sum(-1).mean(-1)
-        got = np.asarray(answer(weights, labels))
-        if got.shape != (h,):
-            raise ExerciseFailure(
-                f"case {case}: expected one number per head {(h,)}, got {got.shape}"
-            )
-        expect_close(got, expected, on=f"case {case}: h={h}, s={s}")
-    return "matches the mean same-label attention mass on 20 random cases"
+        hints = {}
+        if s > 1:
+            hints["you summed over the queries; the mass is averaged over them (mean)"] = (
+                weights * same
+            ).sum(-1).sum(-1)
+        yield Case(
+            (weights, labels),
+            (weights * same).sum(-1).mean(-1),
+            on=f"case {case}: h={h}, s={s}",
+            judge=_per_head,
+            hints=hints,
+        )

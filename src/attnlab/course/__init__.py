@@ -1,0 +1,9 @@
+"""Coursework: exercise specs and self-checks, the sandboxed grader, student versions.
+
+* :mod:`attnlab.course.spec` — one spec per exercise (cases, references, common mistakes);
+* :mod:`attnlab.course.check` — running a spec in the learner's kernel (``check``);
+* :mod:`attnlab.course.adapters` — calling an answer, plain data on disk;
+* :mod:`attnlab.course.sandbox` — bubblewrap isolation and resource limits;
+* :mod:`attnlab.course.runner` — the notebook runner that executes inside the sandbox;
+* :mod:`attnlab.course.grade` — the grader behind ``python -m attnlab.grade``.
+"""

@@ -1,0 +1,422 @@
+"""Adversarial tests of the grader: a class of students who try to cheat, sabotage and break it.
+
+One grading run (module fixture, ``--jobs 2``) over a folder made here. Every student below
+answers 99.1 (stable softmax) and 99.2 (the value log 4) of the fixture assignment, and
+each tries one attack. The bar: every cheat fails, every honest answer keeps its grade,
+every entry gets rows, the CSV is complete, nothing keeps running, no temp folder is left.
+
+The saboteur's 99.2 answer is ``log(4) + (number of things it managed to reach)``: it passes
+exactly when the sandbox held (no other submission, no host path, no network, no writes
+outside). That turns "what could the notebook see?" into a grade the test can read.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import os
+import shutil
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from attnlab.course import sandbox
+from attnlab.course.sandbox import user_processes
+from attnlab.grade import COLUMNS, grade, main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+COURSEWORK = FIXTURES / "coursework"
+NAME = "softmax_hw.ipynb"
+TIMEOUT = 20.0
+HEADER = "import hw_checks  # noqa: F401\nimport numpy as np\n\nfrom attnlab.exercises import check"
+SOFTMAX = (
+    "def stable_softmax(x):\n"
+    "    z = np.exp(x - x.max(axis=-1, keepdims=True))\n"
+    "    return z / z.sum(axis=-1, keepdims=True)"
+)
+ENTROPY = "uniform_entropy = float(np.log(4))"
+CHECK_1 = 'assert check("99.1", stable_softmax)'
+CHECK_2 = 'assert check("99.2", uniform_entropy)'
+
+
+def _notebook(*sources: str) -> nbformat.NotebookNode:
+    return new_notebook(cells=[new_code_cell(s) for s in (HEADER, *sources)])
+
+
+def _honest() -> nbformat.NotebookNode:
+    return _notebook(SOFTMAX, CHECK_1, ENTROPY, CHECK_2)
+
+
+WRONG = "def stable_softmax(x):\n    return np.zeros_like(x)"
+
+PATCHER = (  # replaces check, the spec judge and the capture inside its kernel
+    "import attnlab.course.check as cc\nimport attnlab.course.spec as cs\n"
+    "import attnlab.exercises as ex\n"
+    "cs.judge = lambda got, case: None\ncc.run_spec = lambda *a, **k: (True, 'forged')\n"
+    "ex.check = lambda *a, **k: True\ncheck = ex.check"
+)
+FORGER = (  # forges the results channels: old results file, capture outputs, a pickle
+    "import os, pickle\nfrom pathlib import Path\nfrom attnlab.course.adapters import save_plain\n"
+    "cap = Path(os.environ.get('ATTNLAB_CAPTURE', '.'))\n(cap / 'outputs').mkdir(exist_ok=True)\n"
+    "save_plain(cap / 'outputs' / '99.1.npz', [{'ok': np.zeros((3, 5))}] * 2)\n"
+    "np.save(cap / 'outputs' / '99.2.npz', np.array([pickle.dumps(1)], dtype=object),\n"
+    "        allow_pickle=True)\n"
+    "os.replace(cap / 'outputs' / '99.2.npz.npy', cap / 'outputs' / '99.2.npz')\n"
+    "Path(os.environ.get('ATTNLAB_RESULTS', 'r.jsonl')).write_text(\n"
+    "    '{\"exercise\": \"99.1\", \"passed\": true, \"message\": \"ok\"}\\n')\n"
+    "check = lambda *a, **k: True"
+)
+MUTATOR = (
+    "def stable_softmax(x):\n    x[...] = 0.0  # the reference was computed on these\n"
+    "    return np.full_like(x, 1 / x.shape[-1])"
+)
+
+
+def _saboteur(victim: Path) -> str:
+    host_marker = victim.parent.parent / "escape-marker"
+    return f"""
+import os, socket
+found = 0
+victim = {str(victim)!r}
+for attempt in (lambda: open(victim).read(), lambda: open(victim, 'a').write('x'),
+                lambda: os.listdir(os.path.dirname(os.path.dirname(victim))),
+                lambda: open({str(host_marker)!r}, 'w').write('x'),
+                lambda: socket.create_connection(('1.1.1.1', 53), timeout=2),
+                lambda: socket.create_connection(('127.0.0.1', 22), timeout=2)):
+    try:
+        attempt()
+        found += 1
+    except Exception:
+        pass
+for harmless in ('/tmp/attnlab-escape-marker', '../escape-marker'):  # its own tmpfs
+    try:
+        open(harmless, 'w').write('x')
+    except OSError:
+        pass
+for root in ('/home', '/tmp', '/root', '/srv', '/mnt', '/var/tmp'):
+    for folder, _, files in os.walk(root):
+        found += sum(f == {NAME!r} for f in files)
+uniform_entropy = float(np.log(4)) + found
+"""
+
+
+HOG = """
+import os, subprocess, time
+subprocess.Popen(['sleep', '1000'], start_new_session=True)  # a detached child
+if os.fork() == 0:  # a double-forked daemon
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(1000)
+    os._exit(0)
+pids = []
+try:
+    for _ in range(100_000):  # a fork bomb, within limits
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(1000)
+            os._exit(0)
+        pids.append(pid)
+except OSError:
+    pass
+for pid in pids:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+assert len(pids) < 100_000, 'the process limit did not hold'
+try:
+    hog = np.ones(6 * 2**30 // 8)  # 6 GiB
+    raise AssertionError('the memory limit did not hold')
+except MemoryError:
+    pass
+"""
+
+CRASHER = "import ctypes\n\n\ndef stable_softmax(x):\n    return ctypes.string_at(0)  # segfault"
+SPINNER = (  # blocks the alarm that would stop it, then never returns
+    "import signal\n\n\ndef echo(x):\n"
+    "    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})\n"
+    "    while True:\n        pass"
+)
+EXTRA_CHECKS = '''"""A one-second exercise for the spinner (instructor's extra check module)."""
+
+from attnlab.exercises import Case, exercise
+
+
+@exercise("99.4", passed="echoes", timeout=1.0)
+def _echo(rng):
+    x = rng.normal(size=3)
+    yield Case((x,), x.copy(), on="x")
+'''
+HERD = """
+import os, time
+children = []
+for _ in range(6):  # 6 x 700 MiB, each under the per-process limit, 4.2 GiB together
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(700 * 2**20)
+        block[::4096] = b"x" * len(range(0, len(block), 4096))  # touch every page
+        time.sleep(2)
+        os._exit(0)
+    children.append(pid)
+statuses = [os.waitpid(pid, 0)[1] for pid in children]
+killed = sum(os.WIFSIGNALED(s) and os.WTERMSIG(s) == 9 for s in statuses)
+assert killed >= 1, "the sandbox's total memory limit did not hold"
+"""
+SHOUTER = "for _ in range(100):\n    print('x' * 2**20)"
+PARRICIDE = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"
+
+# student -> (notebook or None, {exercise: (passed, phrase)}); None = made by hand below.
+CLASS = {
+    "honest": (_honest(), {"99.1": (True, "matches"), "99.2": (True, "log(4)")}),
+    "patcher": (
+        _notebook(WRONG, PATCHER, CHECK_1, "uniform_entropy = 0.5", CHECK_2),
+        {"99.1": (False, ""), "99.2": (False, "")},
+    ),
+    "forger": (
+        _notebook(WRONG, FORGER, CHECK_1, "uniform_entropy = 0.5", CHECK_2),
+        {"99.1": (False, ""), "99.2": (False, "")},
+    ),
+    "mutator": (
+        _notebook(MUTATOR, CHECK_1, ENTROPY, CHECK_2),
+        {"99.1": (False, "expected"), "99.2": (True, "log(4)")},
+    ),
+    "hog": (
+        _notebook(HOG, SOFTMAX, CHECK_1, ENTROPY, CHECK_2),
+        {"99.1": (True, "matches"), "99.2": (True, "log(4)")},
+    ),
+    "herd": (
+        _notebook(HERD, SOFTMAX, CHECK_1, ENTROPY, CHECK_2),
+        {"99.1": (True, "matches"), "99.2": (True, "log(4)")},
+    ),
+    "shouter": (
+        _notebook(SOFTMAX, CHECK_1, SHOUTER, ENTROPY, CHECK_2),
+        {"99.1": (True, "matches"), "99.2": (False, "output limit")},
+    ),
+    "parricide": (
+        _notebook(SOFTMAX, CHECK_1, PARRICIDE, ENTROPY, CHECK_2),
+        {"99.1": (False, "without a report"), "99.2": (False, "without a report")},
+    ),
+    "crasher": (  # crashes inside the check: only that exercise is lost, the kernel lives
+        _notebook(CRASHER, CHECK_1, ENTROPY, CHECK_2),
+        {"99.1": (False, "crashed the process"), "99.2": (True, "log(4)")},
+    ),
+    "spinner": (
+        _notebook("import extra_checks  # noqa: F401", SPINNER, 'assert check("99.4", echo)',
+                  SOFTMAX, CHECK_1, ENTROPY, CHECK_2),
+        {"99.1": (True, "matches"), "99.2": (True, "log(4)"),
+         "99.4": (False, "took longer than 1 s")},
+    ),
+    "links": (_honest(), {"99.1": (True, "matches"), "99.2": (True, "log(4)")}),
+    "big": (_honest(), {"99.1": (True, "matches"), "99.2": (True, "log(4)")}),
+    "dirnb": (None, {"99.1": (False, "not submitted"), "99.2": (False, "not submitted")}),
+    "linknb": (None, {"99.1": (False, "symbolic link"), "99.2": (False, "symbolic link")}),
+    "caf\udce9": (_honest(), {"99.1": (True, "matches"), "99.2": (True, "log(4)")}),
+    '=2+3*HYPERLINK("http:x")': (_honest(), {"99.1": (True, ""), "99.2": (True, "")}),
+}
+
+
+def require_sandbox() -> None:
+    """Skip (fail under CI=true) when this machine cannot run the grader's sandbox."""
+    ok, why = sandbox.availability()
+    if not ok:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"no grading sandbox under CI: {why}")
+        pytest.skip(f"no grading sandbox here ({why}); run scripts/ensure_sandbox.sh as root")
+
+
+def _sandbox_uids() -> list[int]:
+    from attnlab.course.grade import USED_UIDS
+
+    assert USED_UIDS
+    return [pid for uid in sorted(USED_UIDS) for pid in user_processes(uid)]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    require_sandbox()
+    root = tmp_path_factory.mktemp("class")
+    subs = root / "submissions"
+    subs.mkdir()
+    for student, (nb, _) in CLASS.items():
+        folder = subs / student
+        folder.mkdir()
+        shutil.copy(COURSEWORK / "hw_checks.py", folder)
+        (folder / "extra_checks.py").write_text(EXTRA_CHECKS)
+        if nb is not None:
+            nbformat.write(nb, folder / NAME)
+    saboteur = _notebook(SOFTMAX, CHECK_1, _saboteur(subs / "honest" / NAME), CHECK_2)
+    (subs / "saboteur").mkdir()
+    shutil.copy(COURSEWORK / "hw_checks.py", subs / "saboteur")
+    nbformat.write(saboteur, subs / "saboteur" / NAME)
+    links = subs / "links"
+    (links / "dangling").symlink_to(root / "nowhere")
+    (links / "loop").symlink_to(links / "loop")
+    os.mkfifo(links / "fifo")
+    (links / "etc").symlink_to("/etc")
+    with open(subs / "big" / "huge.bin", "wb") as handle:  # sparse: 1 GiB, no disk used
+        handle.truncate(2**30)
+    (subs / "dirnb" / NAME).mkdir()
+    (subs / "linknb" / NAME).symlink_to(subs / "honest" / NAME)
+    os.mkfifo(subs / "pipe")
+    (subs / "ghost").symlink_to(root / "nowhere")
+    notebooks = [p for p in subs.rglob("*.ipynb") if p.is_file() and not p.is_symlink()]
+    before = {p: p.read_bytes() for p in notebooks}
+    temps = set(glob.glob("/tmp/attnlab-grade-*"))
+    out = root / "grades.csv"
+    started = time.monotonic()
+    (root / "extra_checks.py").write_text(EXTRA_CHECKS)
+    checks = [COURSEWORK / "hw_checks.py", root / "extra_checks.py"]
+    limits = sandbox.Limits(total_memory=3 * 2**30)  # the herd needs 4.2 GiB
+    rows = grade(subs, out, source=COURSEWORK, checks=checks, timeout=TIMEOUT, jobs=2,
+                 progress=False, limits=limits)
+    seconds = time.monotonic() - started
+    print(f"\ngraded {len(CLASS) + 1} adversarial students in {seconds:.1f} s (jobs=2)")
+    for row in rows:
+        print(" | ".join(row[k] for k in ("student", "exercise", "passed", "message", "run")))
+    time.sleep(0.5)
+    after = {p: p.read_bytes() for p in before}
+    return {
+        "rows": rows, "out": out, "unchanged": before == after, "root": root,
+        "survivors": _sandbox_uids(), "new_temps": set(glob.glob("/tmp/attnlab-grade-*")) - temps,
+    }
+
+
+def _mine(rows, student):
+    return {r["exercise"]: r for r in rows if r["student"] == student and r["notebook"] == NAME}
+
+
+@pytest.mark.parametrize("student", sorted(CLASS))
+def test_each_student_gets_the_grade_their_answers_deserve(graded, student):
+    shown = student.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    if shown.startswith("="):
+        shown = "'" + shown
+    mine = _mine(graded["rows"], shown)
+    assert sorted(mine) == sorted(CLASS[student][1]), graded["rows"]
+    for exercise, (passed, phrase) in CLASS[student][1].items():
+        assert mine[exercise]["passed"] == str(passed), mine[exercise]
+        assert phrase in mine[exercise]["message"] + mine[exercise]["run"], mine[exercise]
+
+
+@pytest.mark.parametrize(
+    "student", ["honest", "hog", "saboteur", "links", "big", "patcher"]
+)
+def test_limits_held_inside_the_notebooks_that_test_them(graded, student):
+    # hog asserts in its own cells that the fork bomb and the 6 GiB allocation were refused:
+    # a cell error would show in the run column.
+    assert {r["run"] for r in _mine(graded["rows"], student).values()} == {"completed"}
+
+
+def test_the_total_memory_of_a_sandbox_is_capped_where_cgroups_exist(graded):
+    from attnlab.course.cgroups import _roots
+
+    if os.geteuid() != 0 or not _roots():
+        pytest.skip("no writable memory and pids cgroups here: only per-process limits")
+    assert {r["run"] for r in _mine(graded["rows"], "herd").values()} == {"completed"}
+
+
+def test_the_saboteur_reached_nothing_outside_its_sandbox(graded):
+    mine = _mine(graded["rows"], "saboteur")
+    assert mine["99.1"]["passed"] == "True"
+    assert mine["99.2"]["passed"] == "True", mine["99.2"]  # log(4) + 0 things reached
+    assert not (graded["root"] / "escape-marker").exists()
+    assert not (graded["root"] / "submissions" / "escape-marker").exists()
+    assert not Path("/tmp/attnlab-escape-marker").exists()
+
+
+def test_no_submission_changed_and_the_odd_entries_got_rows(graded):
+    assert graded["unchanged"]
+    rows = graded["rows"]
+    for name in ("pipe", "ghost"):
+        (row,) = [r for r in rows if r["student"] == name]
+        assert row["passed"] == "False" and "not graded" in row["message"]
+
+
+def test_the_csv_is_complete_and_has_no_formula(graded):
+    with graded["out"].open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        assert reader.fieldnames == COLUMNS
+        read = list(reader)
+    assert read == graded["rows"]
+    for row in read:
+        for value in row.values():
+            assert not value.startswith(("=", "+", "-", "@")), row
+    assert not list(graded["out"].parent.glob(".grades-*"))  # the temporary file is gone
+
+
+def test_nothing_keeps_running_and_no_temp_folder_is_left(graded):
+    assert graded["survivors"] == []
+    assert graded["new_temps"] == set()
+
+
+def test_the_grader_refuses_without_a_sandbox_unless_told(tmp_path, monkeypatch, capsys):
+    subs = tmp_path / "subs"
+    (subs / "zoe").mkdir(parents=True)
+    (subs / "zoe" / "broken.ipynb").write_text("{")
+    monkeypatch.setattr(sandbox, "availability", lambda: (False, "no bwrap in this test"))
+    assert main([str(subs), "--out", str(tmp_path / "g.csv")]) == 3
+    assert "refusing" in capsys.readouterr().err and not (tmp_path / "g.csv").exists()
+    assert main([str(subs), "--out", str(tmp_path / "g.csv"), "--allow-unsandboxed"]) == 0
+    assert "WITHOUT A SANDBOX" in capsys.readouterr().err
+    with (tmp_path / "g.csv").open() as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert row["run"] == "malformed"
+
+
+def _npy(array) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def test_results_that_are_not_plain_numbers_fail_without_harming_the_grader():
+    import base64
+    import io
+    import zipfile
+
+    from attnlab.course.adapters import save_plain
+    from attnlab.course.grade import _verdict
+    from attnlab.course.spec import Case, Spec
+
+    spec = Spec("99.5", lambda rng: iter(()), "ok")
+    cases = [Case((), np.ones(3), on="x")]
+
+    def blob_of(write) -> str:
+        buffer = io.BytesIO()
+        write(buffer)
+        return base64.b64encode(buffer.getvalue()).decode()
+
+    def bomb(buffer):  # a valid .npy of 320 MB of zeros, deflated to well under a megabyte
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            with archive.open("a0.npy", "w", force_zip64=True) as member:
+                header = {"descr": "<f8", "fortran_order": False, "shape": (40 * 2**20,)}
+                np.lib.format.write_array_header_1_0(member, header)
+                for _ in range(320):
+                    member.write(bytes(2**20))
+            archive.writestr("__tree__.npy", _npy(np.array('{"t": [{"d": {"ok": {"a": "a0"}}}]}')))
+
+    def pickled(buffer):
+        np.savez(buffer, __tree__=np.array('{"t": [{"d": {"ok": {"a": "a0"}}}]}'),
+                 a0=np.array([object()], dtype=object))
+
+    def good(buffer):
+        tmp = Path(tempfile.mkdtemp()) / "r.npz"
+        save_plain(tmp, [{"ok": np.ones(3)}])
+        buffer.write(tmp.read_bytes())
+
+    assert _verdict(spec, cases, blob_of(good)) == (True, "ok")
+    for write in (bomb, pickled):
+        blob = blob_of(write)
+        tracemalloc.start()
+        passed, message = _verdict(spec, cases, blob)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert not passed and "could not be read" in message
+        assert peak < 64 * 2**20  # the 320 MB were never unpacked
+    assert _verdict(spec, cases, "not base64!")[0] is False
+    assert _verdict(spec, cases, None)[0] is False
