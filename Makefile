@@ -105,6 +105,8 @@ lint: setup
 
 unit: setup
 	@echo "==> [2/6] unit tests (pytest tests/)"
+	@bash scripts/ensure_sandbox.sh; rc=$$?; \
+	  if [ $$rc -eq 1 ]; then echo "make test: FAILED at unit tests (no grading sandbox)"; exit 1; fi
 	@SECONDS=0; $(BIN)/pytest tests/ -q --ignore=tests/test_offline.py || { echo "make test: FAILED at unit tests"; exit 1; }; echo "    unit tests took $${SECONDS}s"
 
 nbval: setup
