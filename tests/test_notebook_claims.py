@@ -1,4 +1,4 @@
-"""Claims in chapters 01 to 07 are asserted, not only printed (issue 14).
+"""Claims in chapters 01 to 09 are asserted, not only printed (issue 14).
 
 Two rules of DESIGN.md §5b, checked on the code of each chapter with ``ast``:
 
@@ -31,6 +31,8 @@ CHAPTERS = (
     "05_multi_head_attention",
     "06_attention_heads_on_images",
     "07_luong_attention",
+    "08_generalized_attention",
+    "09_positions",
 )
 COMPARISONS = {"allclose", "array_equal", "isclose", "equal", "array_equiv"}
 ERRATUM_LABEL = re.compile(r"^\(err-[\w-]+\)=", re.M)
