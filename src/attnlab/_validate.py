@@ -160,15 +160,22 @@ def require_finite(x: Any, name: str) -> None:
         raise ValueError(f"{name} contains NaN or infinite values")
 
 
-def require_finite_logits(logits: Any, what: str = "logits") -> None:
-    """Raise ``ValueError`` if ``logits`` are not finite although the inputs were.
+def require_finite_logits(logits: Any, what: str = "logits", inputs_checked: bool = True) -> None:
+    """Raise ``ValueError`` if ``logits`` are not finite.
 
-    Call it after checking the inputs with :func:`require_finite`: a non-finite logit then
-    means the product overflowed the dtype (easy in float16, whose largest number is 65504),
-    which a softmax would otherwise read as masking (silent zeros) or turn into NaN.
+    Call it after checking the inputs with :func:`require_finite` (``inputs_checked``): a
+    non-finite logit then means the product overflowed the dtype (easy in float16, whose
+    largest number is 65504), which a softmax would otherwise read as masking (silent zeros)
+    or turn into NaN. With ``inputs_checked=False`` the message names both possible causes.
     """
     if not all_finite(logits):
         name = dtype_name(logits.dtype)
+        if not inputs_checked:
+            raise ValueError(
+                f"the {what} contain NaN or infinite values: an input holds NaN or inf, or "
+                f"the {what} overflowed in {name}; check the inputs, compute in float32 or "
+                "float64, or rescale the inputs"
+            )
         try:
             largest = f" (the largest number in {name} is {float(np.finfo(name).max):g})"
         except TypeError:  # bfloat16: numpy does not know it

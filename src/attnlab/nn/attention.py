@@ -111,8 +111,11 @@ def masked_softmax(logits: Tensor, mask: Tensor | None) -> Tensor:
 
     Raises
     ------
+    TypeError
+        If ``logits`` or ``mask`` is not a tensor.
     ValueError
-        If ``mask`` is not boolean or does not broadcast to the logits; while
+        If ``logits`` are not floating point or have no key (an empty last axis), or ``mask``
+        is not boolean or does not broadcast to the logits; while
         :func:`attnlab.nn.check_values` is on, also if a logit is NaN or infinite (an
         overflow of the dtype or a non-finite input upstream).
 
@@ -124,8 +127,22 @@ def masked_softmax(logits: Tensor, mask: Tensor | None) -> Tensor:
     tensor([[0.5000, 0.5000, 0.0000],
             [0.0000, 0.0000, 0.0000]])
     """
+    if not isinstance(logits, Tensor):
+        raise TypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
+    if not logits.is_floating_point():
+        raise ValueError(f"logits must be a floating-point tensor, got dtype {logits.dtype}")
+    require_min_ndim(logits, "logits", 1, "(..., s_k)")
+    if logits.shape[-1] == 0:
+        raise ValueError(
+            f"empty sequence: logits has shape {shape_of(logits)}; softmax needs at least one key"
+        )
     if values_checked():
-        require_finite_logits(logits)
+        require_finite_logits(logits, inputs_checked=False)
+    return _softmax_with_mask(logits, mask)
+
+
+def _softmax_with_mask(logits: Tensor, mask: Tensor | None) -> Tensor:
+    """:func:`masked_softmax` after the logits were checked."""
     if mask is None:
         return torch.softmax(logits, dim=-1)
     _check_mask(mask, logits.shape)
@@ -191,7 +208,9 @@ def scaled_dot_product_attention(
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else check_float(scale, "scale")
     # Scaling the queries (s_q·d_k numbers) is cheaper than scaling the logits (s_q·s_k).
     logits = (q * scale) @ k.transpose(-2, -1)
-    weights = masked_softmax(logits, mask)
+    if values_checked():  # the inputs are finite: a non-finite logit is an overflow
+        require_finite_logits(logits)
+    weights = _softmax_with_mask(logits, mask)
     return weights @ v, weights
 
 
