@@ -113,7 +113,7 @@ NUMPY = [
         lambda a, p: al.sinusoidal_positions(**numpy_params(p)),
         ints={"n": 3, "d": 4},
         floats={"base": 10000.0},
-        bad_values={"d": (0, -2, 3, 2.0)},
+        bad_values={"n": (-1, 2.0), "d": (0, -2, 3, 2.0)},  # n = 0: an empty table, allowed
         skip=ARRAYS,
     ),
     Spec(

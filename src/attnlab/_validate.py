@@ -160,30 +160,45 @@ def require_finite(x: Any, name: str) -> None:
         raise ValueError(f"{name} contains NaN or infinite values")
 
 
-def require_finite_logits(logits: Any, what: str = "logits", inputs_checked: bool = True) -> None:
+def require_finite_logits(
+    logits: Any,
+    what: str = "logits",
+    *,
+    cause: str | None = None,
+    inputs: str = "the inputs",
+    inputs_checked: bool = True,
+) -> None:
     """Raise ``ValueError`` if ``logits`` are not finite.
 
     Call it after checking the inputs with :func:`require_finite` (``inputs_checked``): a
     non-finite logit then means the product overflowed the dtype (easy in float16, whose
     largest number is 65504), which a softmax would otherwise read as masking (silent zeros)
-    or turn into NaN. With ``inputs_checked=False`` the message names both possible causes.
+    or turn into NaN. The message is ``the {what} overflowed in {dtype} ({cause}); compute in
+    float32 or float64, or rescale {inputs}``; ``cause`` defaults to the dtype's largest
+    number. With ``inputs_checked=False`` the message names both possible causes.
     """
-    if not all_finite(logits):
-        name = dtype_name(logits.dtype)
-        if not inputs_checked:
-            raise ValueError(
-                f"the {what} contain NaN or infinite values: an input holds NaN or inf, or "
-                f"the {what} overflowed in {name}; check the inputs, compute in float32 or "
-                "float64, or rescale the inputs"
-            )
-        try:
-            largest = f" (the largest number in {name} is {float(np.finfo(name).max):g})"
-        except TypeError:  # bfloat16: numpy does not know it
-            largest = ""
+    if all_finite(logits):
+        return
+    name = dtype_name(logits.dtype)
+    if not inputs_checked:
         raise ValueError(
-            f"the {what} overflowed in {name}{largest}; compute in float32 or float64, "
-            "or rescale the inputs"
+            f"the {what} contain NaN or infinite values: an input holds NaN or inf, or "
+            f"the {what} overflowed in {name}; check the inputs, compute in float32 or "
+            f"float64, or rescale {inputs}"
         )
+    if cause is None:
+        try:
+            cause = f"the largest number in {name} is {float(np.finfo(name).max):g}"
+        except TypeError:  # bfloat16: numpy does not know it
+            cause = f"too big for {name}"
+    raise ValueError(
+        f"the {what} overflowed in {name} ({cause}); compute in float32 or float64, "
+        f"or rescale {inputs}"
+    )
+
+
+#: The cause named when ``q kᵀ`` overflows, in numpy and torch alike.
+QK_OVERFLOW = {"cause": "largest |q|·|k| is too big for this dtype", "inputs": "q and k"}
 
 
 _STATE = {"check_values": os.environ.get("ATTNLAB_CHECK_VALUES", "") not in ("", "0")}

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import (
+    QK_OVERFLOW,
     check_float,
     require_finite,
     require_finite_logits,
@@ -209,7 +210,7 @@ def scaled_dot_product_attention(
     # Scaling the queries (s_q·d_k numbers) is cheaper than scaling the logits (s_q·s_k).
     logits = (q * scale) @ k.transpose(-2, -1)
     if values_checked():  # the inputs are finite: a non-finite logit is an overflow
-        require_finite_logits(logits)
+        require_finite_logits(logits, **QK_OVERFLOW)
     weights = _softmax_with_mask(logits, mask)
     return weights @ v, weights
 
