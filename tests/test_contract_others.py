@@ -42,7 +42,7 @@ def _shaw_dims(draw):
 
 
 def _gam_rel_dims(draw):
-    return dims(n=(1, 3), m=(1, 3), mp=(1, 3), nb=(1, 2), mv=(1, 3))(draw)
+    return dims(n=(1, 3), m=(1, 3), nb=(1, 2), ns=(1, 2), mv=(1, 3))(draw)
 
 
 NUMPY = [
@@ -92,9 +92,9 @@ NUMPY = [
         "gam_relative_attention",
         {
             "y": ("n", "m"),
-            "p": ("n", "mp"),
+            "p": ("n", "m"),
             "b": ("nb", "m", "m"),
-            "b_p": ("nb", "mp", "mp"),
+            "b_p": ("ns", "m", "m"),
             "w_v": ("m", "mv"),
         },
         _gam_rel_dims,

@@ -1,6 +1,6 @@
 """Input checks shared by the numpy core and the torch modules (the error contract).
 
-Every public function in :mod:`attnlab` and :mod:`attnlab.nn` checks its input with these
+Every public function in :mod:`attnlab` and ``attnlab.nn`` checks its input with these
 helpers, so that one rule lives in one place and both halves say the same thing about the same
 bad input (see "Error contract" on the API page):
 
@@ -212,7 +212,7 @@ def values_checked() -> bool:
 class check_values:  # noqa: N801 - used like a function, as torch.set_grad_enabled
     """Turn the value checks of the torch modules on or off (exported as ``attnlab.nn``).
 
-    Shape, dtype and size checks always run in :mod:`attnlab.nn` (they read only shapes, no
+    Shape, dtype and size checks always run in ``attnlab.nn`` (they read only shapes, no
     device synchronisation). Value checks (a NaN or infinite input, logits that overflow the
     dtype) must look at every number, which on a GPU waits for the device; they are off by
     default and on with ``attnlab.nn.check_values(True)``, inside
