@@ -201,6 +201,38 @@ def require_finite_logits(
 QK_OVERFLOW = {"cause": "largest |q|·|k| is too big for this dtype", "inputs": "q and k"}
 
 
+def check_tensor(t: Any, name: str, layout: str, min_ndim: int = 1, like: Any = None) -> None:
+    """The always-on checks of a torch input: type, float dtype, rank, dtype/device of ``like``.
+
+    While :func:`check_values` is on, also :func:`require_finite`. ``like`` is a tensor the
+    input must agree with in dtype and device (a module's weight, or another input).
+
+    Raises
+    ------
+    TypeError
+        If ``t`` is not a torch tensor (a numpy array: ``torch.from_numpy`` first).
+    ValueError
+        If ``t`` is not floating point, has fewer than ``min_ndim`` axes, differs from
+        ``like`` in dtype or device, or (checks on) holds NaN or inf.
+    """
+    if not _is_tensor(t):
+        raise TypeError(
+            f"{name} must be a torch.Tensor of shape {layout}, got {type(t).__name__}"
+            + ("; convert with torch.from_numpy" if isinstance(t, np.ndarray) else "")
+        )
+    if not t.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    if t.ndim < min_ndim:
+        raise ValueError(f"{name} must have shape {layout}, got shape {shape_of(t)}")
+    if like is not None and (t.dtype != like.dtype or t.device != like.device):
+        raise ValueError(
+            f"{name} is {t.dtype} on {t.device} but must match {like.dtype} on {like.device} "
+            "(the module's parameters or the other inputs); convert with .to(...)"
+        )
+    if values_checked():
+        require_finite(t, name)
+
+
 _STATE = {"check_values": os.environ.get("ATTNLAB_CHECK_VALUES", "") not in ("", "0")}
 
 
