@@ -322,15 +322,13 @@ def _names_in(message: str, names: tuple[str, ...]) -> bool:
 
 
 def _flatten(result: Any) -> list[np.ndarray]:
-    items = result if isinstance(result, (tuple, list)) else (result,)
-    out = []
-    for item in items:
-        if hasattr(item, "detach"):
-            item = item.detach().cpu()
-            item = item.double() if item.is_floating_point() else item
-            item = item.numpy()
-        out.append(np.asarray(item))
-    return out
+    if isinstance(result, (tuple, list)):
+        return [a for item in result for a in _flatten(item)]
+    if hasattr(result, "detach"):
+        result = result.detach().cpu()
+        result = result.double() if result.is_floating_point() else result
+        result = result.numpy()
+    return [np.asarray(result)]
 
 
 def classify(case: Case) -> tuple[str, str]:

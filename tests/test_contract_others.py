@@ -305,5 +305,5 @@ def test_generalized_attention_empty_sequence_is_rejected():
 def test_booleans_are_not_integers_in_positions():
     with pytest.raises(TypeError, match="n"):
         al.sinusoidal_positions(True, 4)
-    with pytest.raises(TypeError, match="d"):
+    with pytest.raises(TypeError, match="k"):
         ann.ShawRelativeAttention(4, 2, True)
