@@ -12,17 +12,32 @@ PYTHON  ?= $(shell command -v python3.11 || command -v python3)
 # pip on this kind of machine warns about every missing local index folder: keep its output short.
 PIP_QUIET := 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
 
+# PyTorch. From PyPI, torch==2.13.0 on Linux x86_64 is the CUDA build: the 527 MB wheel plus
+# about 2.2 GB of NVIDIA libraries and triton (2.7 GB of wheels, measured from PyPI's metadata).
+# `make setup TORCH_INDEX=cpu` takes the CPU-only wheel from PyTorch's own index instead
+# (pip's standard index options; every other package still comes from PyPI).
+TORCH_INDEX ?=
+ifeq ($(TORCH_INDEX),cpu)
+PIP_INDEX := --index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple
+else ifneq ($(TORCH_INDEX),)
+$(error TORCH_INDEX is 'cpu' or unset, not '$(TORCH_INDEX)')
+endif
+
 NBVAL_OPTS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg \
               --nbval-cell-timeout=600 -p no:cacheprovider
 BOOK_OPTS  := -W -n --keep-going
 
-.PHONY: help setup book test lint unit nbval book-strict browser lab execute bench study clean
+.PHONY: help setup book pdf test lint unit nbval pdf-check book-strict browser lab execute bench \
+        study clean
 
 help:
 	@echo "make book   set up .venv, then build the HTML book into _build/html"
-	@echo "make test   set up .venv, then lint, unit tests, strict nbval, strict book build,"
-	@echo "            browser tests of every built page"
-	@echo "make lab    open the notebooks in JupyterLab"
+	@echo "make pdf    build the whole book as one PDF, _build/latex/attnlab.pdf (installs"
+	@echo "            Debian's TeX Live with scripts/ensure_texlive.sh when it is missing)"
+	@echo "make test   set up .venv, then lint, unit tests, strict nbval, the PDF and its check,"
+	@echo "            strict book build, browser tests of every built page"
+	@echo "make lab    open the notebooks in JupyterLab (as root: with --allow-root)"
+	@echo "make setup  only create .venv; TORCH_INDEX=cpu takes PyTorch's CPU-only wheel (README)"
 	@echo "make execute NB=notebooks/NN_topic.ipynb  re-run one notebook and store its outputs"
 	@echo "make bench  run the benchmarks and rewrite the tables of book/performance.md"
 	@echo "make study  run the full grid of chapter 10's study into book/study/ (resumable)"
@@ -34,7 +49,7 @@ $(STAMP): requirements.txt pyproject.toml
 	  { echo "attnlab needs Python >= 3.11; found $$($(PYTHON) --version). Set PYTHON=..."; exit 1; }
 	@test -x $(PY) || { echo "==> creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
 	@echo "==> installing requirements.txt into $(VENV) (about 2 minutes the first time)"
-	@set -o pipefail; $(PY) -m pip install -q -r requirements.txt $(PIP_QUIET)
+	@set -o pipefail; $(PY) -m pip install -q $(PIP_INDEX) -r requirements.txt $(PIP_QUIET)
 	@$(PY) -c 'import torch, numpy, jupyter_book, nbval' || { echo "install failed"; exit 1; }
 	@set -o pipefail; $(PY) -m pip install -q --no-deps -e . $(PIP_QUIET)
 	@$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (attnlab)" >/dev/null
@@ -56,30 +71,64 @@ book: setup
 	$(BIN)/jupyter-book build . $(BOOK_OPTS)
 	@echo "Open $(CURDIR)/_build/html/index.html"
 
+# ---- the PDF --------------------------------------------------------------------------------
+# Sphinx's LaTeX builder (strict, like the HTML: an SVG or raw HTML output it cannot typeset
+# fails here) writes one document over the whole toc into _build/latex; latexmk runs XeLaTeX
+# until every cross-reference is resolved. book/latex/ has the class and the extension; the
+# HTML build links the PDF from the intro page and copies it into _build/html when it exists.
+PDF := _build/latex/attnlab.pdf
+
+pdf: setup
+	@bash scripts/ensure_texlive.sh || { echo "make pdf: FAILED (no TeX Live)"; exit 1; }
+	@echo "==> building the PDF: LaTeX sources into _build/latex, then latexmk -pdfxe"
+	@rm -rf _build/latex
+	@SECONDS=0; $(BIN)/jupyter-book build . --builder latex $(BOOK_OPTS) --quiet || \
+	  { echo "make pdf: FAILED at the LaTeX sources (Sphinx's latex builder)"; exit 1; }; \
+	  echo "    LaTeX sources took $${SECONDS}s"
+	@SECONDS=0; cd _build/latex && \
+	  latexmk -pdfxe -interaction=nonstopmode -halt-on-error -file-line-error attnlab.tex \
+	    >latexmk.out 2>&1 || \
+	  { grep -A3 -m5 ':[0-9]*: ' attnlab.log; echo "make pdf: FAILED in XeLaTeX: see _build/latex/attnlab.log"; exit 1; }; \
+	  echo "    XeLaTeX (latexmk) took $${SECONDS}s"
+	@echo "Open $(CURDIR)/$(PDF)"
+
 # ---- the tests ------------------------------------------------------------------------------
+# The PDF is built before the HTML, so the strict book build links it and copies it into
+# _build/html, and the browser stage checks that link like every other.
 test: setup
-	@$(MAKE) --no-print-directory lint unit nbval book-strict browser
+	@$(MAKE) --no-print-directory lint unit nbval pdf-check book-strict browser
 	@echo "make test: all stages passed"
 
 lint: setup
-	@echo "==> [1/5] ruff check (package, tests, notebooks, benchmarks)"
+	@echo "==> [1/6] ruff check (package, tests, notebooks, benchmarks)"
 	@SECONDS=0; $(BIN)/ruff check src tests notebooks benchmarks || { echo "make test: FAILED at lint"; exit 1; }; echo "    lint took $${SECONDS}s"
 
 unit: setup
-	@echo "==> [2/5] unit tests (pytest tests/)"
+	@echo "==> [2/6] unit tests (pytest tests/)"
 	@SECONDS=0; $(BIN)/pytest tests/ -q --ignore=tests/test_offline.py || { echo "make test: FAILED at unit tests"; exit 1; }; echo "    unit tests took $${SECONDS}s"
 
 nbval: setup
-	@echo "==> [3/5] strict nbval on every notebook"
+	@echo "==> [3/6] strict nbval on every notebook"
 	@SECONDS=0; $(BIN)/pytest $(NBVAL_OPTS) notebooks/ -q --durations=5 || { echo "make test: FAILED at nbval"; exit 1; }; echo "    nbval took $${SECONDS}s"
 
+# Without TeX Live and no way to install it (not root, CI unset), the stage is skipped loudly and
+# an older PDF is removed, so the HTML never links a PDF this run did not check.
+pdf-check: setup
+	@echo "==> [4/6] the PDF: make pdf, then scripts/check_pdf.py"
+	@SECONDS=0; bash scripts/ensure_texlive.sh; rc=$$?; \
+	  if [ $$rc -eq 2 ]; then rm -f $(PDF); exit 0; fi; \
+	  if [ $$rc -ne 0 ]; then echo "make test: FAILED at the PDF (no TeX Live)"; exit 1; fi; \
+	  $(MAKE) --no-print-directory pdf && $(PY) scripts/check_pdf.py || \
+	    { echo "make test: FAILED at the PDF"; exit 1; }; \
+	  echo "    PDF stage took $${SECONDS}s (TeX Live install included when it ran)"
+
 book-strict: setup
-	@echo "==> [4/5] strict book build (-W -n --keep-going, fresh)"
+	@echo "==> [5/6] strict book build (-W -n --keep-going, fresh)"
 	@rm -rf _build/html _build/.doctrees
 	@SECONDS=0; $(BIN)/jupyter-book build . $(BOOK_OPTS) || { echo "make test: FAILED at book build"; exit 1; }; echo "    book build took $${SECONDS}s"
 
 browser: setup
-	@echo "==> [5/5] browser tests: every page of _build/html in headless Chromium"
+	@echo "==> [6/6] browser tests: every page of _build/html in headless Chromium"
 	@bash scripts/ensure_chromium.sh; rc=$$?; \
 	  if [ $$rc -eq 2 ]; then exit 0; fi; \
 	  if [ $$rc -ne 0 ]; then echo "make test: FAILED at browser tests (no browser)"; exit 1; fi; \
@@ -89,8 +138,15 @@ browser: setup
 	  echo "    browser tests took $${SECONDS}s (screenshots in _build/screenshots/)"
 
 # ---- the rest -------------------------------------------------------------------------------
+# Jupyter refuses to start as root ("Running as root is not recommended"), which is how a
+# container or a cloud notebook image runs: there, pass the flag it asks for, and say so.
 lab: setup
-	$(BIN)/jupyter lab notebooks/
+	@if [ "$$(id -u)" -eq 0 ]; then \
+	  echo "make lab: running as root (a container?): starting JupyterLab with --allow-root"; \
+	  $(BIN)/jupyter lab --allow-root notebooks/; \
+	else \
+	  $(BIN)/jupyter lab notebooks/; \
+	fi
 
 # Re-execute one notebook top to bottom in a fresh kernel and store its outputs:
 #   make execute NB=notebooks/01_local_context.ipynb

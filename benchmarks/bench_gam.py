@@ -9,7 +9,8 @@
   is run only while its feature array, ``n² M² · 8`` bytes, stays within ``NAIVE_CAP_BYTES``;
   it stops there by computation, never by running out of memory. Also writes the figure
   ``book/figures/gam_scaling.png``.
-* ``gam_torch``: forward + backward of ``attnlab.nn.GeneralizedAttention`` against
+* ``gam_torch``: forward + backward of ``attnlab.nn.GeneralizedAttention``, on its explicit
+  path (``need_weights=True``) and its fused path (the default), against
   ``attnlab.nn.MultiHeadAttention`` (or ``torch.nn.MultiheadAttention`` if that is not there),
   float32, on the CPU.
 
@@ -199,8 +200,10 @@ def table_torch(repeats: int = 15) -> str:
     steps: dict[str, Callable[[], object]] = {name: lambda: mha_call(x).sum().backward()}
     params = {name: sum(p.numel() for p in mha.parameters())}
     for label, module in modules.items():
-        steps[label] = lambda module=module: module(x)[0].sum().backward()
-        params[label] = sum(p.numel() for p in module.parameters())
+        explicit, fused = f"{label}, explicit", f"{label}, fused"
+        steps[explicit] = lambda module=module: module(x, need_weights=True)[0].sum().backward()
+        steps[fused] = lambda module=module: module(x).sum().backward()
+        params[explicit] = params[fused] = sum(p.numel() for p in module.parameters())
     t = _best_times(steps, repeats, warmup=2)
     lines = [
         f"| module (batch 8, n = {n}, d = {d}, h = {h}, forward + backward) | time "

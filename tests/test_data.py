@@ -125,3 +125,52 @@ def test_bad_task_arguments():
         date_task(3, formats=["yyyy-mm-dd"])
     with pytest.raises(ValueError, match=r"\(2000, 1990\)"):
         date_task(3, years=(2000, 1990))
+
+
+def test_lookup_task_has_exactly_one_partner_within_the_window():
+    from attnlab.data import lookup_task
+
+    x, y = lookup_task(600, s=8, n_keys=6, window=3, seed=5)
+    assert x.shape == (600, 8, 7) and y.shape == (600,)
+    keys = x[:, :, :6].argmax(axis=2)
+    assert np.all(x[:, :, :6].sum(axis=2) == 1)  # one-hot keys
+    seen = set()
+    for e in range(600):
+        partners = [p for p in range(1, 8) if keys[e, p] == keys[e, 0]]
+        assert len(partners) == 1
+        offset = partners[0] if partners[0] <= 4 else partners[0] - 8
+        assert 1 <= abs(offset) <= 3 and y[e] == x[e, partners[0], -1]
+        seen.add(offset)
+    assert seen == {-3, -2, -1, 1, 2, 3}  # every candidate offset occurs
+    again, _ = lookup_task(600, s=8, n_keys=6, window=3, seed=5)
+    assert np.array_equal(again, x)
+
+
+def test_lookup_task_best_linear_rule_leaves_five_sixths():
+    """Chapter 01's closed form: any linear function of the window has error >= 5/6."""
+    from attnlab.data import lookup_task
+
+    x, y = lookup_task(6000, seed=1)
+    x_test, y_test = lookup_task(6000, seed=2)
+    cols = [j % 8 for j in range(-3, 4)]
+    coef, *_ = np.linalg.lstsq(x[:, cols].reshape(6000, -1), y, rcond=None)
+    error = np.mean((x_test[:, cols].reshape(6000, -1) @ coef - y_test) ** 2) / np.var(y_test)
+    assert abs(error - 5 / 6) < 0.04
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"n": 0}, ValueError, "n must be positive"),
+        ({"n": 3, "n_keys": 1}, ValueError, "n_keys"),
+        ({"n": 3, "window": 0}, ValueError, "window"),
+        ({"n": 3, "s": 6, "window": 3}, ValueError, "window"),
+        ({"n": True}, TypeError, "n must be an integer"),
+        ({"n": 3, "s": 8.0}, TypeError, "s must be an integer"),
+    ],
+)
+def test_lookup_task_rejects_bad_arguments(kwargs, error, match):
+    from attnlab.data import lookup_task
+
+    with pytest.raises(error, match=match):
+        lookup_task(**kwargs)

@@ -134,7 +134,7 @@ def pins(path: Path) -> dict[str, str]:
     found = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         line = line.split("#", 1)[0].strip()
-        if line:
+        if line and not line.startswith("--"):  # pip options (binder's package index)
             name, _, version = line.partition("==")
             assert version, f"{path.name}: '{line}' is not an exact pin"
             found[name.strip().lower()] = version.strip()
@@ -145,6 +145,22 @@ def test_binder_pins_agree_with_requirements():
     binder, main = pins(ROOT / "binder/requirements.txt"), pins(ROOT / "requirements.txt")
     differ = {k: (v, main.get(k)) for k, v in binder.items() if main.get(k) != v}
     assert not differ, f"binder/requirements.txt pins differ from requirements.txt: {differ}"
+
+
+def index_options(path: Path) -> list[str]:
+    lines = [ln.split("#", 1)[0].strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+    return [ln for ln in lines if ln.startswith("--")]
+
+
+def test_binder_installs_the_cpu_torch_and_the_default_install_stays_pypi():
+    # Binder has no GPU: PyTorch's CPU index saves the ~2.7 GB of CUDA wheels that PyPI's
+    # Linux torch pulls; every other package still comes from PyPI. The main requirements.txt
+    # names no index, so a plain `pip install -r requirements.txt` works everywhere.
+    assert index_options(ROOT / "binder/requirements.txt") == [
+        "--index-url https://download.pytorch.org/whl/cpu",
+        "--extra-index-url https://pypi.org/simple",
+    ]
+    assert index_options(ROOT / "requirements.txt") == []
 
 
 def test_binder_python_meets_requires_python():

@@ -88,8 +88,9 @@ def test_loaded_multihead_attention_gives_identical_outputs(bias):
     for mask in (None, allowed):
         torch_mask = None if mask is None else ~mask  # MHA's bool mask: True = may NOT attend
         ref, ref_w = mha(y, y, y, attn_mask=torch_mask, average_attn_weights=False)
-        out, w = gam(y, mask=mask)
+        out, w = gam(y, mask=mask, need_weights=True)
         torch.testing.assert_close(out, ref, rtol=0, atol=1e-10)
+        torch.testing.assert_close(gam(y, mask=mask, need_weights=False), ref, rtol=0, atol=1e-10)
         torch.testing.assert_close(w, ref_w, rtol=0, atol=1e-10)
 
 
@@ -112,7 +113,8 @@ def test_module_matches_numpy_gam_attention_per_head(f, n1, degree):
         gam.mix_logits.normal_()
     y = torch.randn(2, n, d, dtype=torch.float64)
     mask = torch.rand(2, n, n) > 0.3
-    out, w = gam(y, mask=mask)
+    out, w = gam(y, mask=mask, need_weights=True)
+    torch.testing.assert_close(gam(y, mask=mask, need_weights=False), out, rtol=0, atol=1e-12)
     d_v = d // h
     w_v = gam.value.weight.detach().T.numpy()  # (in, out)
     mix = gam.mix_weights.detach().numpy()
@@ -148,8 +150,10 @@ def test_fully_masked_row_gets_zero_weights():
     gam = GeneralizedAttention(4, 2, n_brains=2, bias=False)
     mask = torch.ones(3, 3, dtype=torch.bool)
     mask[1] = False
-    out, w = gam(torch.randn(1, 3, 4), mask=mask)
+    y = torch.randn(1, 3, 4)
+    out, w = gam(y, mask=mask, need_weights=True)
     assert torch.all(w[:, :, 1] == 0) and torch.all(out[:, 1] == 0)
+    assert torch.all(gam(y, mask=mask, need_weights=False)[:, 1] == 0)  # the fused path too
     torch.testing.assert_close(w[:, :, [0, 2]].sum(-1), torch.ones(1, 2, 2))
 
 
@@ -161,15 +165,19 @@ def test_gradcheck_small_case():
     y = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
     mask = torch.tensor([[True, True, False], [True, True, True], [False, True, True]])
 
-    def fn(y, *tensors):
+    def fn(y, need_weights, *tensors):
         state = dict(params)
         state.update(zip(names, tensors, strict=True))
-        return functional_call(gam, state, (y,), {"mask": mask})[0]
+        return functional_call(gam, state, (y,), {"mask": mask, "need_weights": need_weights})
 
-    assert torch.autograd.gradcheck(fn, (y, *[params[k] for k in names]))
+    tensors = [params[k] for k in names]
+    # explicit path (output and weights), then the fused path (output)
+    assert torch.autograd.gradcheck(lambda y, *t: fn(y, True, *t), (y, *tensors))
+    assert torch.autograd.gradcheck(lambda y, *t: fn(y, False, *t), (y, *tensors))
 
     gam15 = GeneralizedAttention(4, 1, n_brains=1, n1=1.5).double()
-    assert torch.autograd.gradcheck(lambda y: gam15(y)[0], (y,))
+    assert torch.autograd.gradcheck(lambda y: gam15(y, need_weights=True)[0], (y,))
+    assert torch.autograd.gradcheck(lambda y: gam15(y, need_weights=False), (y,))
 
 
 def test_learned_mix_stays_on_simplex_and_uniform_mix_is_fixed():
@@ -177,7 +185,7 @@ def test_learned_mix_stays_on_simplex_and_uniform_mix_is_fixed():
     gam = GeneralizedAttention(4, 2, n_brains=3)
     opt = torch.optim.SGD(gam.parameters(), lr=50.0)
     for _ in range(3):
-        out, _ = gam(torch.randn(2, 5, 4))
+        out = gam(torch.randn(2, 5, 4), need_weights=False)
         opt.zero_grad()
         out.pow(2).mean().backward()
         opt.step()
@@ -192,7 +200,7 @@ def test_learned_mix_stays_on_simplex_and_uniform_mix_is_fixed():
 def test_every_parameter_gets_a_gradient_and_counts():
     d, h, n_b, L = 8, 2, 3, 2
     gam = GeneralizedAttention(d, h, n_brains=n_b, f="poly", degree=L)
-    out, _ = gam(torch.randn(2, 5, d))
+    out = gam(torch.randn(2, 5, d), need_weights=False)
     out.sum().backward()
     for name, p in gam.named_parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
@@ -244,3 +252,241 @@ def test_forward_rejects_bad_input():
     with pytest.raises(ValueError, match="M=4"):
         gam_logits(torch.randn(2, 3, 4), torch.randn(2, 3, 3))
     assert math.isclose(gam.mix_weights.sum().item(), 2.0, rel_tol=1e-6)
+
+
+# ---- the fused path: GAM is attention on features (issue 18) ---------------------------------
+
+FUSED_CASES = [
+    ("power", 1.0, None, 1),
+    ("power", 2.0, None, 2),
+    ("power", 3.0, None, 3),  # odd power: signed features
+    ("power", 1.5, None, 2),  # non-integer: the signed power
+    ("power", 0.5, None, 1),
+    ("poly", 1.0, 3, 2),
+]
+
+
+def _masks(batch: int, n: int) -> list[torch.Tensor | None]:
+    """No mask, a causal (n, n) mask, and a random (batch, n, n) one with fully masked rows."""
+    g = torch.Generator().manual_seed(11)
+    rand = torch.rand(batch, n, n, generator=g) > 0.4
+    rand[0, 2] = False  # query 2 of sequence 0 may attend to nothing
+    rand[-1, 0] = False
+    return [None, torch.tril(torch.ones(n, n, dtype=torch.bool)), rand]
+
+
+@pytest.mark.parametrize(("f", "n1", "degree", "n_b"), FUSED_CASES)
+def test_fused_path_equals_explicit_path_in_float64(f, n1, degree, n_b):
+    torch.manual_seed(12)
+    d, h, batch, n = 8, 2, 3, 7
+    gam = GeneralizedAttention(d, h, n_brains=n_b, f=f, n1=n1, degree=degree).double()
+    with torch.no_grad():
+        gam.mix_logits.normal_()
+        if gam.coeffs is not None:
+            gam.coeffs.normal_()  # per-head coefficients of either sign
+    y = torch.randn(batch, n, d, dtype=torch.float64)
+    for mask in _masks(batch, n):
+        z_exp, phi = gam.heads(y, mask, need_weights=True)
+        z_fused, none = gam.heads(y, mask)
+        assert none is None and z_fused.shape == (batch, h, n, d // h)
+        torch.testing.assert_close(z_fused, z_exp, rtol=0, atol=1e-12)
+        out, _ = gam(y, mask, need_weights=True)
+        torch.testing.assert_close(gam(y, mask, need_weights=False), out, rtol=0, atol=1e-12)
+        if mask is not None:  # fully masked rows: zero weights and zero head outputs
+            dead = ~mask.expand(batch, n, n).any(-1)  # (batch, n)
+            assert dead.any() or mask.dim() == 2
+            assert torch.all(z_fused.transpose(1, 2)[dead] == 0)
+            assert torch.all(phi.transpose(1, 2)[dead] == 0)
+
+
+@pytest.mark.parametrize(
+    ("f", "n1", "degree", "n_b"), [FUSED_CASES[1], FUSED_CASES[3], FUSED_CASES[5]]
+)
+def test_fused_path_gradients_equal_explicit_ones(f, n1, degree, n_b):
+    torch.manual_seed(13)
+    gam = GeneralizedAttention(8, 2, n_brains=n_b, f=f, n1=n1, degree=degree).double()
+    y = torch.randn(2, 6, 8, dtype=torch.float64)
+    mask = _masks(2, 6)[2][:, :6, :6]
+    grads = []
+    for need_weights in (True, False):
+        gam.zero_grad()
+        yy = y.clone().requires_grad_(True)
+        out = gam(yy, mask, need_weights=need_weights)
+        out = out[0] if need_weights else out
+        (out * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
+        grads.append([yy.grad] + [p.grad for p in gam.parameters()])
+    for explicit, fused in zip(*grads, strict=True):
+        torch.testing.assert_close(fused, explicit, rtol=0, atol=1e-11)
+        assert torch.isfinite(fused).all()
+
+
+@pytest.mark.parametrize(
+    ("f", "n1", "degree", "n_b"), [FUSED_CASES[1], FUSED_CASES[3], FUSED_CASES[5]]
+)
+def test_fused_path_matches_numpy_gam_attention(f, n1, degree, n_b):
+    """The fused head outputs against attnlab.gam_attention (numpy, float64), head by head."""
+    torch.manual_seed(14)
+    d, h, n = 6, 3, 5
+    gam = GeneralizedAttention(d, h, n_brains=n_b, f=f, n1=n1, degree=degree, bias=False).double()
+    with torch.no_grad():
+        gam.mix_logits.normal_()
+    y = torch.randn(2, n, d, dtype=torch.float64)
+    mask = _masks(2, n)[2]
+    z, _ = gam.heads(y, mask)
+    w_v, d_v = gam.value.weight.detach().T.numpy(), d // h
+    for s in range(2):
+        for a in range(h):
+            coeffs = None if degree is None else gam.coeffs[:, a, 0].detach().numpy()
+            ref, _ = gam_attention(
+                y[s].numpy(),
+                gam.b[a].detach().numpy(),
+                w_v[:, a * d_v : (a + 1) * d_v],
+                f=f,
+                n1=n1,
+                coeffs=coeffs,
+                mix=gam.mix_weights[a].detach().numpy(),
+                mask=mask[s].numpy(),
+            )
+            np.testing.assert_allclose(z[s, a].detach().numpy(), ref, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("f", "n1", "degree"), [("power", 2.0, None), ("power", 1.5, None), ("poly", 1.0, 3)]
+)
+def test_features_dot_product_is_the_logits(f, n1, degree):
+    from attnlab.nn.gam import gam_features
+
+    g = torch.Generator().manual_seed(15)
+    y = torch.randn(2, 5, 4, generator=g, dtype=torch.float64)
+    b = torch.randn(3, 2, 4, 4, generator=g, dtype=torch.float64)  # (h, N_B, M, M)
+    coeffs = None if degree is None else torch.randn(degree, 3, 1, generator=g, dtype=torch.float64)
+    q, k = gam_features(y, b, f=f, n1=n1, coeffs=coeffs)
+    width = 4 * (degree or 1)
+    assert q.shape == (2, 3, 2, 5, width) and k.shape == (2, 5, width)
+    eps = q @ k[:, None, None].transpose(-1, -2)
+    if coeffs is None:  # against the pairwise products, f applied to each (not factorised)
+        ref = _naive_torch_logits(y, b.reshape(6, 4, 4), f, n1, None)
+        torch.testing.assert_close(eps.reshape(2, 6, 5, 5), ref, rtol=0, atol=1e-12)
+    torch.testing.assert_close(eps, gam_logits(y, b, f=f, n1=n1, coeffs=coeffs), rtol=0, atol=1e-12)
+
+
+def test_fused_path_never_builds_an_n_by_n_float_tensor():
+    """Every tensor an operator returns on the fused path is O(n) wide (the mask aside)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Shapes(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen: list[tuple[str, tuple[int, ...], torch.dtype]] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor):
+                    self.seen.append((str(func), tuple(t.shape), t.dtype))
+            return out
+
+    n, batch = 40, 3
+    gam = GeneralizedAttention(8, 2, n_brains=2, n1=2)
+    y, mask = torch.randn(batch, n, 8), torch.rand(batch, n, n) > 0.5
+    for m in (None, mask):
+        for need_weights in (True, False):
+            with torch.no_grad(), Shapes() as mode:
+                gam(y, m, need_weights=need_weights)
+            square = [s for s in mode.seen if s[1][-2:] == (n, n) and s[2] != torch.bool]
+            per_head = [s for s in square if math.prod(s[1]) > batch * n * n]
+            if need_weights:  # logits of every head and brain: (batch, h, N_B, n, n)
+                assert any(s[1] == (batch, 2, 2, n, n) for s in per_head), square
+            elif m is None:
+                assert not square, square
+            else:  # only SDPA's additive copy of the mask, one per sequence
+                assert not per_head, square
+
+
+# ---- the multiply-add formulas of the Performance page (benchmarks/flops.py) -----------------
+
+
+def _load_flops():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "flops.py"
+    spec = importlib.util.spec_from_file_location("flops", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _counted_macs(fn) -> int:
+    """Multiply-adds that torch.utils.flop_counter counts (it counts 2 flops per MAC)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops() // 2
+
+
+@pytest.mark.parametrize(("n", "d", "h", "n_b", "degree"), [(12, 16, 4, 2, None), (9, 8, 2, 3, 3)])
+def test_multiply_add_formulas_match_torch_flop_counter(n, d, h, n_b, degree):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from attnlab.nn import MultiHeadAttention
+
+    flops = _load_flops()
+    x = torch.randn(2, n, d)
+    terms = degree or 1
+    kw = {"n1": 2.0} if degree is None else {"f": "poly", "degree": degree}
+    gam = GeneralizedAttention(d, h, n_brains=n_b, **kw)
+    mha = MultiHeadAttention(d, h)
+    # The counter sees matrix products only when SDPA runs as products (its math backend).
+    with sdpa_kernel(SDPBackend.MATH):
+        assert _counted_macs(lambda: mha(x)) == 2 * flops.mha_macs(n, d, h)
+        fused = _counted_macs(lambda: gam(x, need_weights=False))
+        assert fused == 2 * flops.gam_fused_cpu_macs(n, d, h, n_b, terms)
+    assert _counted_macs(lambda: mha(x, need_weights=True)) == 2 * flops.mha_macs(n, d, h)
+    explicit = _counted_macs(lambda: gam(x, need_weights=True))
+    assert explicit == 2 * flops.gam_explicit_macs(n, d, h, n_b, terms)
+    # The algorithm's count: the explicit path's, with one weights-times-values product per brain
+    # (N_B n² d) in place of the mixing (h N_B n²) and one product per head (n² d).
+    algorithm = flops.gam_explicit_macs(n, d, h, n_b, terms) - h * n_b * n * n - n * n * d
+    assert flops.gam_macs(n, d, h, n_b, terms) == algorithm + n_b * n * n * d
+    # issue 18's formula for the power law: h N_B (n d² + n² d + n² d / h) + 2 n d²
+    if degree is None:
+        issue = h * n_b * (n * d * d + n * n * d + n * n * d / h) + 2 * n * d * d
+        assert flops.gam_macs(n, d, h, n_b) == issue
+
+
+@pytest.mark.parametrize("pad", [True, False])
+def test_fused_path_with_and_without_padded_values(pad):
+    """The CPU layout (values padded to L·d) and the narrow one (d_v per head, for CUDA)."""
+    torch.manual_seed(16)
+    gam = GeneralizedAttention(8, 2, n_brains=3, f="poly", degree=2).double()
+    with torch.no_grad():
+        gam.mix_logits.normal_()
+    y = torch.randn(3, 7, 8, dtype=torch.float64)
+    for mask in _masks(3, 7):
+        checked = gam._checked_mask(mask, 3, 7)
+        z = gam._fused_heads(y, checked, gam.value(y), pad=pad)
+        z_exp, _ = gam.heads(y, mask, need_weights=True)
+        torch.testing.assert_close(z, z_exp, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("pad", [True, False])
+def test_gam_fused_heads_broadcasts_one_feature_sequence_over_the_batch(pad):
+    """The position branch of GAMRelativeAttention: one (1, n, d) feature sequence, batched V."""
+    from attnlab.nn.gam import gam_fused_heads
+
+    g = torch.Generator().manual_seed(17)
+    p = torch.randn(1, 6, 4, generator=g, dtype=torch.float64)
+    b = torch.randn(2, 3, 4, 4, generator=g, dtype=torch.float64) / 4
+    mix = torch.softmax(torch.randn(2, 3, generator=g, dtype=torch.float64), -1)
+    values = torch.randn(5, 6, 4, generator=g, dtype=torch.float64)
+    mask = torch.tril(torch.ones(1, 6, 6, dtype=torch.bool))
+    mask[0, 3] = False  # a query with no key
+    got = gam_fused_heads(p, b, mix, values, mask, n1=1.5, pad=pad)
+    psi = torch.softmax(gam_logits(p, b, n1=1.5).masked_fill(~mask[:, None, None], -torch.inf), -1)
+    theta = torch.einsum("bhinm,hi->bhnm", psi.nan_to_num(0.0), mix)  # (1, h, n, n)
+    ref = theta @ values.reshape(5, 6, 2, 2).transpose(1, 2)  # (5, h, n, d_v)
+    assert got.shape == (5, 2, 6, 2)
+    torch.testing.assert_close(got, ref, rtol=0, atol=1e-12)
+    assert torch.all(got[:, :, 3] == 0)

@@ -117,6 +117,34 @@ def test_page_assets_exist_in_the_site(page: Path):
     assert not missing, f"{page.name} loads files the site does not have: {missing}"
 
 
+class LinkParser(HTMLParser):
+    """Every ``<a href>`` of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        href = dict(attrs).get("href")
+        if tag == "a" and href:
+            self.hrefs.append(href)
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: p.relative_to(SITE).as_posix())
+def test_page_links_resolve_in_the_site(page: Path):
+    # e.g. the intro page's link to the PDF, which make pdf builds and the HTML build copies in
+    parser = LinkParser()
+    parser.feed(page.read_text(encoding="utf-8"))
+    broken = []
+    for href in parser.hrefs:
+        if is_external(href) or href.startswith(("#", "mailto:", "javascript:")):
+            continue
+        target = local_target(page, href)
+        if target is not None and not (target.is_file() or (target / "index.html").is_file()):
+            broken.append(href)
+    assert not broken, f"{page.name} links to files the site does not have: {broken}"
+
+
 def stylesheets() -> list[Path]:
     """Every CSS file some page of the site loads."""
     found = set()

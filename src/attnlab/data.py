@@ -7,6 +7,9 @@ the same seed on every machine.
 
 Tasks so far:
 
+- :func:`lookup_task` (chapter 01): find the one token whose key matches token 0's key and
+  return its value. The partner sits at a different offset in every example, so a
+  fixed-offset kernel can only average, while content-dependent weights solve it exactly.
 - :func:`date_task` (chapter 07): rewrite a date written in one of several human formats,
   such as ``"25 dec 2019"`` or ``"dec 25, 2019"``, as ISO ``"2019-12-25"``. The output's
   characters come from different places in the input depending on the format, so a decoder
@@ -319,3 +322,83 @@ def date_task(
     return SequenceTask(
         src, src_lengths, tgt, tgt_lengths, src_vocab, tgt_vocab, src_text, tgt_text
     )
+
+
+def lookup_task(
+    n: int, s: int = 8, n_keys: int = 6, window: int = 3, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Chapter 01's look-up task: return the value of the token whose key matches token 0's.
+
+    Every token carries a one-hot *key* (one of ``n_keys``) and a *value* (a standard normal
+    number, independent of everything else). Token 0 is the query. Exactly one other token,
+    at a uniformly random non-zero offset in ``-window..window`` (taken modulo ``s``), shares
+    its key; every other token gets a different key. The target is that partner's value.
+
+    Parameters
+    ----------
+    n : int
+        Number of examples.
+    s : int
+        Tokens per example.
+    n_keys : int
+        Number of distinct keys (at least 2, so that the other tokens can differ from token 0).
+    window : int
+        Largest distance of the partner from token 0; ``1 <= window`` and ``2 * window < s``,
+        so that the ``2 * window`` candidate offsets are distinct tokens.
+    seed : int
+        Seed of ``np.random.default_rng``; the same seed gives the same examples.
+
+    Returns
+    -------
+    x : numpy.ndarray of float64
+        The tokens: columns ``0..n_keys-1`` hold the one-hot key, the last column the value.
+    target : numpy.ndarray of float64
+        The partner's value.
+
+    Shapes
+    ------
+    ``x (n, s, n_keys + 1)``, ``target (n,)``.
+
+    Raises
+    ------
+    ValueError
+        If ``n``, ``s``, ``n_keys`` or ``window`` is out of range (each named in the message).
+    TypeError
+        If one of them is not an integer (booleans included).
+
+    Examples
+    --------
+    >>> from attnlab.data import lookup_task
+    >>> x, y = lookup_task(2, seed=1)
+    >>> x.shape, y.shape
+    ((2, 8, 7), (2,))
+    >>> keys = x[0, :, :-1].argmax(axis=1)
+    >>> partners = [p for p in range(1, 8) if keys[p] == keys[0]]
+    >>> len(partners) == 1 and bool(y[0] == x[0, partners[0], -1])
+    True
+    """
+    for name, value in (("n", n), ("s", s), ("n_keys", n_keys), ("window", window)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise TypeError(f"{name} must be an integer, got {value!r}")
+    if n <= 0:
+        raise ValueError(f"n must be positive, got {n}")
+    if n_keys < 2:
+        raise ValueError(f"n_keys must be at least 2, got {n_keys}")
+    if window < 1 or 2 * window >= s:
+        raise ValueError(
+            f"window must satisfy 1 <= window and 2 * window < s, got window={window}, s={s}"
+        )
+    rng = np.random.default_rng(seed)
+    x = np.zeros((n, s, n_keys + 1))
+    target = np.zeros(n)
+    offsets = [j for j in range(-window, window + 1) if j != 0]
+    for e in range(n):
+        query_key = rng.integers(n_keys)
+        others = rng.choice([k for k in range(n_keys) if k != query_key], size=s)
+        keys = np.append(query_key, others[1:])  # every other token: another key
+        partner = offsets[rng.integers(len(offsets))] % s
+        keys[partner] = query_key
+        x[e, np.arange(s), keys] = 1.0
+        x[e, :, -1] = rng.normal(size=s)
+        target[e] = x[e, partner, -1]
+    return x, target

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.gam import gam_init_std
@@ -64,6 +65,31 @@ def signed_power(x: Tensor, n1: float) -> Tensor:
     return torch.where(nonzero, torch.sign(x) * safe**n1, torch.zeros_like(x))
 
 
+def _terms(f: str, n1: float, coeffs: Tensor | None) -> list[tuple[Tensor | None, float]]:
+    """The terms ``(A_l or None, power)`` of the feature function; checks ``f`` and ``coeffs``."""
+    if f == "power":
+        if coeffs is not None:
+            raise ValueError('coeffs is only used with f="poly"; for f="power" give n1')
+        return [(None, float(n1))]
+    if f == "poly":
+        if coeffs is None or coeffs.dim() < 1 or coeffs.shape[0] == 0:
+            raise ValueError('f="poly" needs coeffs of shape (L,) or (L, ...), L >= 1')
+        return [(coeffs[i], float(i + 1)) for i in range(coeffs.shape[0])]
+    raise ValueError(f'f must be "power" or "poly", got {f!r}')
+
+
+def _check_y_b(y: Tensor, b: Tensor) -> None:
+    """Raise ``ValueError`` unless ``y`` is ``(batch, n, M)`` and ``b`` is ``(..., M, M)``."""
+    if y.dim() != 3:
+        raise ValueError(f"y must have shape (batch, n, M), got shape {tuple(y.shape)}")
+    m = y.shape[-1]
+    if b.dim() < 2 or b.shape[-2:] != (m, m):
+        raise ValueError(
+            f"b must have shape (..., M, M) with M={m} (the width of y {tuple(y.shape)}), "
+            f"got shape {tuple(b.shape)}"
+        )
+
+
 def gam_logits(
     y: Tensor,
     b: Tensor,
@@ -112,24 +138,9 @@ def gam_logits(
     tensor([[ 2.,  4.],
             [ 4., 16.]])
     """
-    if y.dim() != 3:
-        raise ValueError(f"y must have shape (batch, n, M), got shape {tuple(y.shape)}")
+    _check_y_b(y, b)
     m = y.shape[-1]
-    if b.dim() < 2 or b.shape[-2:] != (m, m):
-        raise ValueError(
-            f"b must have shape (..., M, M) with M={m} (the width of y {tuple(y.shape)}), "
-            f"got shape {tuple(b.shape)}"
-        )
-    if f == "power":
-        if coeffs is not None:
-            raise ValueError('coeffs is only used with f="poly"; for f="power" give n1')
-        terms: list[tuple[Tensor | None, float]] = [(None, float(n1))]
-    elif f == "poly":
-        if coeffs is None or coeffs.dim() < 1 or coeffs.shape[0] == 0:
-            raise ValueError('f="poly" needs coeffs of shape (L,) or (L, ...), L >= 1')
-        terms = [(coeffs[i], float(i + 1)) for i in range(coeffs.shape[0])]
-    else:
-        raise ValueError(f'f must be "power" or "poly", got {f!r}')
+    terms = _terms(f, n1, coeffs)
     lead = b.shape[:-2]
     batch, n = y.shape[0], y.shape[1]
     eps = None
@@ -140,6 +151,148 @@ def gam_logits(
             term = a_l[..., None, None] * term
         eps = term if eps is None else eps + term
     return eps
+
+
+def gam_features(
+    y: Tensor,
+    b: Tensor,
+    *,
+    f: str = "power",
+    n1: float = 1.0,
+    coeffs: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Queries and keys whose dot products are GAM's logits: ``ε = Q Kᵀ``.
+
+    Because each term of ``f`` is multiplicative (``(ab)^l = a^l b^l``, and the signed power
+    alike), ``Σ_l A_l Y^{∘l} B (Y^{∘l})ᵀ`` is one dot product of stacked features:
+    ``Q = [A_1 Y^{∘1} B, …, A_L Y^{∘L} B]`` against ``K = [Y^{∘1}, …, Y^{∘L}]``. So each brain
+    is standard attention with these queries and keys and scale 1 (chapter 08, "GAM is
+    attention on features").
+
+    Parameters
+    ----------
+    y, b, f, n1, coeffs
+        As in :func:`gam_logits`.
+
+    Returns
+    -------
+    queries : torch.Tensor
+        One set per brain (per leading axis of ``b``).
+    keys : torch.Tensor
+        Shared by every brain.
+
+    Shapes
+    ------
+    ``y (batch, n, M)``, ``b (*lead, M, M)`` → ``queries (batch, *lead, n, L·M)``,
+    ``keys (batch, n, L·M)`` (``L = 1`` for the power law).
+
+    Raises
+    ------
+    ValueError
+        As :func:`gam_logits`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnlab.nn.gam import gam_features, gam_logits
+    >>> y, b = torch.randn(2, 5, 3, dtype=torch.float64), torch.randn(4, 3, 3, dtype=torch.float64)
+    >>> q, k = gam_features(y, b, n1=1.5)
+    >>> tuple(q.shape), tuple(k.shape)
+    ((2, 4, 5, 3), (2, 5, 3))
+    >>> bool(torch.allclose(q @ k.unsqueeze(1).transpose(-1, -2), gam_logits(y, b, n1=1.5)))
+    True
+    """
+    _check_y_b(y, b)
+    lead = b.shape[:-2]
+    batch, n, m = y.shape
+    queries, keys = [], []
+    for a_l, p in _terms(f, n1, coeffs):
+        g = signed_power(y, p)  # (batch, n, M)
+        q = g.reshape(batch, *([1] * len(lead)), n, m) @ b  # (batch, *lead, n, M)
+        queries.append(q if a_l is None else a_l[..., None, None] * q)
+        keys.append(g)
+    return torch.cat(queries, dim=-1), torch.cat(keys, dim=-1)
+
+
+def gam_fused_heads(
+    y: Tensor,
+    b: Tensor,
+    mix: Tensor,
+    values: Tensor,
+    mask: Tensor | None = None,
+    *,
+    f: str = "power",
+    n1: float = 1.0,
+    coeffs: Tensor | None = None,
+    pad: bool | None = None,
+) -> Tensor:
+    """Every head's ``Σ_i mix_{a,i} SDPA(f(y) B_{a,i}, f(y), V_a)`` in one fused SDPA call.
+
+    GAM's head outputs ``Φ_a V_a`` without any ``n × n`` matrix (chapter 08, "GAM is attention
+    on features"). PyTorch's CPU flash kernel needs values as wide as the queries
+    (``F = L·d``), so on the CPU (``pad=None`` or ``True``) every head and brain attends over
+    all ``d`` value columns (zero-padded to ``F``) and keeps its own head's slice; keys and
+    values are broadcast views, not copies. Elsewhere (``pad=False``) each head and brain gets
+    its own ``d_v`` columns, which CUDA's memory-efficient kernel accepts. A query whose keys
+    are all masked gets a zero output, as on the explicit path.
+
+    Parameters
+    ----------
+    y : torch.Tensor
+        The sequences the features come from (``batch`` may be 1 and broadcast).
+    b : torch.Tensor
+        Brains ``(h, N_B, d, d)``.
+    mix : torch.Tensor
+        Mixing weights ``(h, N_B)``.
+    values : torch.Tensor
+        ``(batch, n, d)``; head ``a`` owns columns ``a·d_v … (a+1)·d_v - 1``.
+    mask : torch.Tensor of bool, optional
+        ``(batch or 1, n, n)``, ``True`` = may attend (already checked).
+    f, n1, coeffs
+        As in :func:`gam_logits` (``coeffs`` of shape ``(L, h, 1)``).
+    pad : bool, optional
+        The value layout; default: padded on the CPU only.
+
+    Returns
+    -------
+    torch.Tensor
+        The head outputs.
+
+    Shapes
+    ------
+    ``y (batch or 1, n, d)``, ``values (batch, n, d)`` → ``(batch, h, n, d / h)``.
+    """
+    batch, n, d = values.shape
+    h, n_b = b.shape[0], b.shape[1]
+    d_v = d // h
+    if pad is None:
+        pad = values.device.type == "cpu"
+    q, k = gam_features(y, b, f=f, n1=n1, coeffs=coeffs)
+    width = q.shape[-1]  # F = L·d
+    q = q.reshape(-1, h * n_b, n, width).expand(batch, h * n_b, n, width)
+    k = k.unsqueeze(1).expand(batch, h * n_b, n, width)
+    if pad:
+        v = F.pad(values, (0, width - d)) if width > d else values
+        v = v.unsqueeze(1).expand(batch, h * n_b, n, width)
+    else:
+        v = values.reshape(batch, n, h, 1, d_v).permute(0, 2, 3, 1, 4)  # (batch, h, 1, n, d_v)
+        v = v.expand(batch, h, n_b, n, d_v).reshape(batch, h * n_b, n, d_v)
+    attn_mask, has_key = None, None
+    if mask is not None:
+        # A query with no allowed key attends to all (finite on every kernel and version),
+        # then its output is zeroed: the book's convention, which the explicit path follows.
+        has_key = mask.any(dim=-1, keepdim=True)  # (batch or 1, n, 1)
+        attn_mask = (mask | ~has_key).unsqueeze(1)  # (batch or 1, 1, n, n)
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=1.0)
+    if pad:
+        o = o[..., :d].reshape(batch, h, n_b, n, h, d_v)
+        own = torch.diagonal(o, dim1=1, dim2=4)  # (batch, N_B, n, d_v, h): head a's columns
+    else:
+        own = o.reshape(batch, h, n_b, n, d_v).permute(0, 2, 3, 4, 1)  # the same layout
+    z = torch.einsum("bindh,hi->bhnd", own, mix.to(own.dtype))
+    if has_key is not None:
+        z = z * has_key.unsqueeze(1).to(z.dtype)
+    return z
 
 
 class GeneralizedAttention(nn.Module):
@@ -174,7 +327,7 @@ class GeneralizedAttention(nn.Module):
     Shapes
     ------
     ``y (batch, n, d)``, ``mask`` broadcastable to ``(batch, n, n)`` → ``out (batch, n, d)``,
-    ``weights (batch, h, n, n)``.
+    and with ``need_weights=True`` also ``weights (batch, h, n, n)``.
 
     Raises
     ------
@@ -196,9 +349,12 @@ class GeneralizedAttention(nn.Module):
     >>> from attnlab.nn import GeneralizedAttention
     >>> _ = torch.manual_seed(0)
     >>> gam = GeneralizedAttention(d=8, h=2, n_brains=3, n1=2)
-    >>> out, w = gam(torch.randn(4, 5, 8))
+    >>> y = torch.randn(4, 5, 8)
+    >>> out, w = gam(y, need_weights=True)              # explicit path, returns Φ
     >>> tuple(out.shape), tuple(w.shape), round(float(w.detach().sum(-1).mean()), 4)
     ((4, 5, 8), (4, 2, 5, 5), 1.0)
+    >>> bool(torch.allclose(gam(y), out, atol=1e-5))    # fused path: same output, no Φ
+    True
     """
 
     def __init__(
@@ -253,39 +409,82 @@ class GeneralizedAttention(nn.Module):
         """The logits ``ε`` of every head and brain, shape ``(batch, h, N_B, n, n)``."""
         return gam_logits(y, self.b, f=self.f, n1=self.n1, coeffs=self.coeffs)
 
-    def forward(self, y: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Attend; return the output ``(batch, n, d)`` and mixed weights ``(batch, h, n, n)``.
+    def forward(
+        self, y: Tensor, mask: Tensor | None = None, need_weights: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """Attend: the output ``(batch, n, d)``, and with ``need_weights`` the weights ``Φ``.
 
         ``mask`` (bool, ``True`` = may attend) broadcasts to ``(batch, n, n)``; a row whose
         keys are all masked gets zero weights, so its head outputs are zero (before
-        ``W_O``'s bias).
+        ``W_O``'s bias). ``need_weights=False`` (as in ``MultiHeadAttention``) takes the fused
+        path of :meth:`heads`, which never stores an ``n × n`` matrix; ``True`` the explicit
+        one, which returns ``Φ (batch, h, n, n)`` too.
+        """
+        z, phi = self.heads(y, mask, need_weights=need_weights)
+        batch, n, _ = y.shape
+        out = self.out_proj(z.transpose(1, 2).reshape(batch, n, self.d))
+        return (out, phi) if need_weights else out
+
+    def heads(
+        self, y: Tensor, mask: Tensor | None = None, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """Every head's output ``z_a = Φ_a (y W^V_a)`` before ``W_O``, and ``Φ`` if asked.
+
+        Explicit path (``need_weights=True``): all logits ``(batch, h, N_B, n, n)``, masked
+        softmax, mix, product with the values. Fused path (``False``): by
+        :func:`gam_features`, ``z_a = Σ_i W^P_{a,i} SDPA(f(Y) B_{a,i}, f(Y), V_a)`` with scale 1,
+        through ``torch.nn.functional.scaled_dot_product_attention``, whose kernels keep
+        ``O(n)`` memory per brain. Both give the same numbers (to rounding).
+
+        Shapes
+        ------
+        ``y (batch, n, d)``, ``mask`` broadcastable to ``(batch, n, n)`` →
+        ``z (batch, h, n, d / h)``, ``phi (batch, h, n, n)`` or ``None``.
         """
         if y.dim() != 3 or y.shape[-1] != self.d:
             raise ValueError(f"y must have shape (batch, n, {self.d}), got {tuple(y.shape)}")
         batch, n, _ = y.shape
+        mask = self._checked_mask(mask, batch, n)
+        values = self.value(y)  # (batch, n, d): head a owns columns a·d_v … (a+1)·d_v - 1
+        if not need_weights:
+            return self._fused_heads(y, mask, values), None
         eps = self.logits(y)  # (batch, h, N_B, n, n)
         if mask is not None:
-            if mask.dtype != torch.bool:
-                raise ValueError(f"mask must be boolean (True = may attend), got {mask.dtype}")
-            if mask.dim() not in (2, 3):
-                raise ValueError(
-                    f"mask must have shape (n, n) or (batch, n, n), got {tuple(mask.shape)}"
-                )
-            try:
-                full = torch.broadcast_shapes(mask.shape, (batch, n, n))
-            except RuntimeError:
-                full = None
-            if full != (batch, n, n):
-                raise ValueError(
-                    f"mask of shape {tuple(mask.shape)} does not broadcast to (batch, n, n) = "
-                    f"{(batch, n, n)}"
-                )
             mask = mask.unsqueeze(-3).unsqueeze(-3)  # (batch or 1, 1, 1, n, n), like eps
         psi = masked_softmax(eps, mask)
         phi = torch.einsum("bhinm,hi->bhnm", psi, self.mix_weights.to(psi.dtype))
-        v = self.value(y).reshape(batch, n, self.h, self.d // self.h).transpose(1, 2)
-        z = (phi @ v).transpose(1, 2).reshape(batch, n, self.d)
-        return self.out_proj(z), phi
+        v = values.reshape(batch, n, self.h, self.d // self.h).transpose(1, 2)
+        return phi @ v, phi
+
+    def _checked_mask(self, mask: Tensor | None, batch: int, n: int) -> Tensor | None:
+        """``mask`` as ``(batch or 1, n, n)`` after checking its dtype and shape."""
+        if mask is None:
+            return None
+        if mask.dtype != torch.bool:
+            raise ValueError(f"mask must be boolean (True = may attend), got {mask.dtype}")
+        if mask.dim() not in (2, 3):
+            raise ValueError(
+                f"mask must have shape (n, n) or (batch, n, n), got {tuple(mask.shape)}"
+            )
+        try:
+            full = torch.broadcast_shapes(mask.shape, (batch, n, n))
+        except RuntimeError:
+            full = None
+        if full != (batch, n, n):
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} does not broadcast to (batch, n, n) = "
+                f"{(batch, n, n)}"
+            )
+        return mask if mask.dim() == 3 else mask.unsqueeze(0)
+
+    def _fused_heads(
+        self, y: Tensor, mask: Tensor | None, values: Tensor, pad: bool | None = None
+    ) -> Tensor:
+        """The fused path of :meth:`heads` (:func:`gam_fused_heads` with this layer's brains)."""
+        return gam_fused_heads(
+            y, self.b, self.mix_weights, values, mask,
+            f=self.f, n1=self.n1, coeffs=self.coeffs, pad=pad,
+        )  # fmt: skip
 
     @torch.no_grad()
     def load_multihead_attention(self, mha: nn.MultiheadAttention) -> None:

@@ -1,0 +1,238 @@
+"""Benchmark: GAM's fused path (``need_weights=False``), its explicit path and multi-head attention.
+
+* ``gam_rate``: forward + backward of ``attnlab.nn.GeneralizedAttention`` (2 brains, power 2),
+  fused and explicit, against ``attnlab.nn.MultiHeadAttention`` at the same ``(d, h)``, float32,
+  batch 1, on the CPU, over ``n``. Each layer's rate is its multiply-adds by formula
+  (``benchmarks/flops.py``; GAM counted by the algorithm's formula on both paths) divided by
+  its time; the goal is GAM's rate ≥ 70% of MHA's at ``n ≥ 1024``.
+* ``gam_memory``: peak memory of one forward + backward step, per layer and ``n``, each in a
+  fresh subprocess (``tracemalloc`` does not see torch's allocations): the growth of the
+  process's resident anonymous memory (``RssAnon``, sampled every millisecond during the step)
+  over its value after building the layer and its input (Linux only). The explicit path is
+  run only while its five ``(h, N_B, n, n)`` float32 tensors stay under
+  ``EXPLICIT_CAP_BYTES``. Goal: linear in ``n``, within 2× of MHA at ``n = 4096``.
+
+Timings are interleaved repeat by repeat (``_timing.interleaved_times``), best of the repeats,
+on one torch thread (see :func:`run`).
+Run standalone with ``python benchmarks/bench_gam_fused.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from _timing import interleaved_times
+from flops import gam_macs, mha_macs
+
+from attnlab.nn import GeneralizedAttention, MultiHeadAttention
+
+D, H, N_BRAINS, N1 = 128, 4, 2, 2.0
+RATE_NS = (256, 512, 1024, 2048)
+MEMORY_NS = (1024, 2048, 4096, 8192)
+EXPLICIT_CAP_BYTES = 3 * 2**30
+BACKWARD = 3  # forward + backward ≈ 3 forward passes of multiply-adds, for every layer alike
+HERE = Path(__file__).resolve().parent
+
+
+def build(layer: str, d: int = D, h: int = H):
+    """A seeded layer and the call that runs one forward + backward step on ``x``."""
+    torch.manual_seed(0)
+    if layer == "mha":
+        mha = MultiHeadAttention(d, h)
+        return lambda x: mha(x).sum().backward()
+    gam = GeneralizedAttention(d, h, n_brains=N_BRAINS, n1=N1)
+    if layer == "fused":
+        return lambda x: gam(x).sum().backward()
+    return lambda x: gam(x, need_weights=True)[0].sum().backward()
+
+
+def _threads() -> str:
+    n = torch.get_num_threads()
+    return f"{n} torch thread" + ("s" if n > 1 else "")
+
+
+def table_rate(ns=RATE_NS) -> str:
+    lines = [
+        f"Forward + backward, batch 1, d = {D}, h = {H}, GAM with N_B = {N_BRAINS} brains and "
+        f"power {N1:g}, float32, CPU ({_threads()}); best of interleaved "
+        "repeats. Rate = multiply-adds by formula × 3 (forward + backward) / time. "
+        "Goal: GAM's rate ≥ 70% of MHA's at n ≥ 1024.",
+        "",
+        "| n | MHA (ms) | GAM fused (ms) | GAM explicit (ms) | MHA GMAC/s | fused GMAC/s "
+        "| explicit GMAC/s | fused / MHA rate | explicit / MHA rate | GAM / MHA work |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    ratios: dict[str, list[float]] = {"fused": [], "explicit": []}
+    for n in ns:
+        x = torch.randn(1, n, D, requires_grad=True)
+        layers = {name: build(name) for name in ("mha", "fused", "explicit")}
+        steps: dict[str, Callable[[], object]] = {
+            name: (lambda f=f, x=x: f(x)) for name, f in layers.items()
+        }
+        repeats = 5 if n <= 512 else 3
+        times = {k: min(v) for k, v in interleaved_times(steps, repeats, warmup=1).items()}
+        work = {"mha": mha_macs(n, D, H)}
+        work["fused"] = work["explicit"] = gam_macs(n, D, H, N_BRAINS)
+        rate = {k: BACKWARD * work[k] / times[k] / 1e9 for k in times}
+        lines.append(
+            f"| {n} | {times['mha'] * 1e3:.1f} | {times['fused'] * 1e3:.1f} | "
+            f"{times['explicit'] * 1e3:.1f} | {rate['mha']:.2f} | {rate['fused']:.2f} | "
+            f"{rate['explicit']:.2f} | {rate['fused'] / rate['mha']:.0%} | "
+            f"{rate['explicit'] / rate['mha']:.0%} | {work['fused'] / work['mha']:.1f}× |"
+        )
+        if n >= 1024:
+            for path in ratios:
+                ratios[path].append(rate[path] / rate["mha"])
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    lines += [
+        "",
+        verdict_rate(ratios)
+        + f" Load average {load:.1f} on {os.cpu_count()} logical CPUs at the end of the run.",
+    ]
+    return "\n".join(lines)
+
+
+def verdict_rate(ratios: dict[str, list[float]]) -> str:
+    """One sentence: is GAM's rate at least 70% of MHA's at every measured n >= 1024?"""
+    parts = []
+    for path, values in ratios.items():
+        if not values:
+            continue
+        met = "met" if min(values) >= 0.7 else "not met"
+        parts.append(f"{path} path {met} (lowest {min(values):.0%})")
+    return "Goal (rate ≥ 70% of MHA's at n ≥ 1024): " + "; ".join(parts) + "."
+
+
+def _anon_bytes() -> int:
+    """This process's resident anonymous memory (``RssAnon`` of ``/proc/self/status``)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024  # kB
+    raise OSError("no RssAnon in /proc/self/status")
+
+
+def _child(layer: str, n: int, threads: int) -> None:
+    """Run in a subprocess: print the peak memory growth (bytes) and time of one step as JSON.
+
+    A thread samples the resident *anonymous* memory (the heap, where torch's tensors live)
+    every millisecond while the step runs. ``ru_maxrss`` is not used: it also counts the
+    libraries' file-backed pages, which the kernel may drop and reload on a busy machine.
+    """
+    import threading
+    import time
+
+    torch.set_num_threads(threads)
+    step = build(layer)
+    step(torch.randn(1, 16, D, requires_grad=True))  # load the kernels at a tiny size
+    x = torch.randn(1, n, D, requires_grad=True)
+    before = _anon_bytes()
+    highest, running = [before], [True]
+
+    def sample() -> None:
+        while running[0]:
+            highest[0] = max(highest[0], _anon_bytes())
+            time.sleep(0.001)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    start = time.perf_counter()
+    step(x)
+    seconds = time.perf_counter() - start
+    running[0] = False
+    sampler.join()
+    print(json.dumps({"bytes": highest[0] - before, "seconds": seconds}))
+
+
+def peak(layer: str, n: int) -> dict[str, float]:
+    """Peak-RSS growth and time of one step of ``layer`` at length ``n``, in a fresh process."""
+    threads = str(torch.get_num_threads())  # the child uses as many threads as this process
+    result = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--child", layer, str(n), threads],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=HERE,
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def explicit_bytes(n: int) -> int:
+    """Five float32 ``(h, N_B, n, n)`` tensors: the explicit path's logits, weights, gradients."""
+    return 5 * H * N_BRAINS * n * n * 4
+
+
+def table_memory(ns=MEMORY_NS) -> str:
+    lines = [
+        f"One forward + backward step, batch 1, d = {D}, h = {H}, N_B = {N_BRAINS}, float32, "
+        "CPU; each in a fresh process: growth of its resident anonymous memory (sampled every "
+        "millisecond) over the value after set-up, and the time of that single step. The "
+        "explicit path is skipped where five "
+        f"(h, N_B, n, n) float32 tensors would exceed {EXPLICIT_CAP_BYTES / 2**30:.0f} GiB.",
+        "",
+        "| n | MHA peak | GAM fused peak | GAM explicit peak | fused / MHA peak "
+        "| MHA step | fused step | explicit step |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    peaks: dict[int, dict[str, float]] = {}
+    for n in ns:
+        got = {"mha": peak("mha", n), "fused": peak("fused", n)}
+        if explicit_bytes(n) <= EXPLICIT_CAP_BYTES:
+            got["explicit"] = peak("explicit", n)
+        mib = {k: v["bytes"] / 2**20 for k, v in got.items()}
+        sec = {k: v["seconds"] for k, v in got.items()}
+        lines.append(
+            f"| {n} | {mib['mha']:.0f} MiB | {mib['fused']:.0f} MiB | "
+            + (f"{mib['explicit']:.0f} MiB" if "explicit" in mib else "— (over cap)")
+            + f" | {mib['fused'] / max(mib['mha'], 1):.1f}× | {sec['mha']:.2f} s | "
+            f"{sec['fused']:.2f} s | "
+            + (f"{sec['explicit']:.2f} s |" if "explicit" in sec else "— |")
+        )
+        peaks[n] = mib
+    lines += ["", verdict_memory(peaks)]
+    return "\n".join(lines)
+
+
+def verdict_memory(peaks: dict[int, dict[str, float]]) -> str:
+    """Growth of each path's peak from the smallest to the largest n, and the n = 4096 ratio."""
+    ns = sorted(peaks)
+    parts = []
+    for path in ("mha", "fused", "explicit"):
+        have = [n for n in ns if path in peaks[n] and peaks[n][path] > 0]
+        if len(have) >= 2:
+            lo, hi = have[0], have[-1]
+            growth = peaks[hi][path] / peaks[lo][path]
+            parts.append(f"{path} ×{growth:.1f} from n = {lo} to {hi} (n ×{hi // lo})")
+    text = "Peak growth: " + "; ".join(parts) + "."
+    if 4096 in peaks:
+        ratio = peaks[4096]["fused"] / max(peaks[4096]["mha"], 1)
+        met = "met" if ratio <= 2 else "not met"
+        text += f" Goal (fused within 2× of MHA at n = 4096): {met} ({ratio:.1f}×)."
+    return text
+
+
+def run() -> dict[str, str]:
+    """Return the markdown tables ``gam_rate`` and ``gam_memory`` (one torch thread).
+
+    One thread, as in ``bench_gam.py``: on a machine whose cores are busy with other work, a
+    second thread that waits for a core distorts the larger problems by factors of ten.
+    """
+    default_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return {"gam_rate": table_rate(), "gam_memory": table_memory()}
+    finally:
+        torch.set_num_threads(default_threads)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+        _child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        for table_name, table in run().items():
+            print(f"## {table_name}\n\n{table}\n")

@@ -1,0 +1,195 @@
+"""Issue 16's error contract for the positions code, under generated bad input.
+
+The machinery is ``tests/_contract.py``: each :class:`Spec` below describes one public
+function or module of ``attnlab.positions`` / ``attnlab.nn.positions``; the test draws valid
+calls broken in one way (rank, size, empty, non-finite, dtype, type, bool, range, float16)
+and asserts an attnlab ``ValueError``/``TypeError`` naming the argument, or a finite result
+equal to the float64 reference. Hyperparameters whose 0 is legal (``k_max``) or that belong
+to another module's contract are covered by the hand-written cases of
+``tests/test_positions_errors.py`` instead.
+"""
+
+from __future__ import annotations
+
+import pytest
+from _contract import (
+    FAST,
+    Spec,
+    bad_cases,
+    build_module,
+    check,
+    dims,
+    is_overflow_input,
+    numpy_params,
+    torch_dtype,
+    torch_values_checked,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+
+import attnlab as al
+from attnlab.nn import GAMRelativeAttention, ShawRelativeAttention
+
+
+def _shaw_dims(draw):
+    size = dims(s=(1, 4), dk=(1, 3), dv=(1, 3), kmax=(0, 2))(draw)
+    return {**size, "r": 2 * size.pop("kmax") + 1}
+
+
+def _conv_dims(draw):
+    s = draw(st.integers(1, 5))
+    c = draw(st.integers(0, (s - 1) // 2))
+    return {"s": s, "o": 2 * c + 1, "din": draw(st.integers(1, 3)), "dout": draw(st.integers(1, 3))}
+
+
+def _gam_dims(draw):
+    return dims(n=(1, 4), m=(1, 3), nb=(1, 2), ns=(1, 2), dv=(1, 3))(draw)
+
+
+NUMPY_SPECS = [
+    Spec(
+        "shaw_attention",
+        {
+            "q": ("s", "dk"),
+            "k": ("s", "dk"),
+            "v": ("s", "dv"),
+            "a_k": ("r", "dk"),
+            "a_v": ("r", "dv"),
+            "mask": ("s", "s"),
+        },
+        _shaw_dims,
+        lambda a, p: al.shaw_attention(a["q"], a["k"], a["v"], a["a_k"], a["a_v"], a["mask"]),
+        empty=("s", "dk"),
+        exact_rank=("a_k", "a_v"),
+        bool_args=("mask",),
+        no_rank=("mask",),
+    ),
+    Spec(
+        "gam_position_weights",
+        {"p": ("n", "m"), "b_p": ("nb", "m", "m"), "mask": ("n", "n")},
+        _gam_dims,
+        lambda a, p: al.gam_position_weights(a["p"], a["b_p"], mask=a["mask"]),
+        free=("nb",),
+        empty=("n", "m", "nb"),
+        exact_rank=("p",),
+        bool_args=("mask",),
+        no_rank=("mask",),
+    ),
+    Spec(
+        "gam_relative_attention",
+        {
+            "y": ("n", "m"),
+            "p": ("n", "m"),
+            "b": ("nb", "m", "m"),
+            "b_p": ("ns", "m", "m"),
+            "w_v": ("m", "dv"),
+        },
+        _gam_dims,
+        lambda a, p: al.gam_relative_attention(
+            a["y"], a["p"], a["b"], a["b_p"], a["w_v"], **numpy_params(p)
+        ),
+        floats={"c1": 0.5},
+        free=("nb", "ns", "dv"),
+        empty=("n", "m", "ns"),
+        exact_rank=("y", "p"),
+    ),
+    Spec(
+        "combine_linear",
+        {"z": ("n", "d"), "pi": ("n", "d")},
+        dims(n=(1, 3), d=(1, 3)),
+        lambda a, p: al.combine_linear(a["z"], a["pi"], **numpy_params(p)),
+        floats={"c1": 0.5},
+        exact_rank=("z", "pi"),
+    ),
+    Spec(
+        "combine_geometric",
+        {"z": ("n", "d"), "pi": ("n", "d")},
+        dims(n=(1, 3), d=(1, 3)),
+        lambda a, p: al.combine_geometric(a["z"], a["pi"]),
+        exact_rank=("z", "pi"),
+    ),
+    Spec(
+        "convolution_as_attention",
+        {"x": ("s", "din"), "kernel": ("o", "din", "dout")},
+        _conv_dims,
+        lambda a, p: al.convolution_as_attention(a["x"], a["kernel"], **numpy_params(p)),
+        floats={"alpha": 5.0},
+        free=("dout", "o", "s"),
+        empty=("s",),
+        exact_rank=("x", "kernel"),
+    ),
+]
+
+
+def _shaw_module(a, p):
+    dtype = torch_dtype(p)
+    x = a["x"]
+    d = x.shape[-1] if hasattr(x, "shape") and len(x.shape) == 3 else 2
+    factory = lambda: ShawRelativeAttention(d, p["h"], k_max=1)  # noqa: E731
+    layer = build_module(factory, dtype, is_overflow_input(a))
+    with torch_values_checked():
+        return layer(x, a["mask"])
+
+
+def _gam_module(a, p):
+    dtype = torch_dtype(p)
+    y = a["y"]
+    n, d = (y.shape[1], y.shape[2]) if hasattr(y, "shape") and len(y.shape) == 3 else (2, 2)
+    factory = lambda: GAMRelativeAttention(d, n, c1=p["c1"], rel_embedding="layernorm")  # noqa: E731
+    layer = build_module(factory, dtype, is_overflow_input(a))
+    with torch_values_checked():
+        out, (phi, theta) = layer(y, mask=a["mask"])
+    return out, phi, theta
+
+
+TORCH_SPECS = [
+    Spec(
+        "ShawRelativeAttention",
+        {"x": ("b", "s", "d"), "mask": ("s", "s")},
+        dims(b=(1, 2), s=(2, 4), d=(1, 4)),  # s = 1: a (1, 1) mask broadcasts, legally
+        _shaw_module,
+        backend="torch",
+        ints={"h": 1},
+        free=("b", "d"),
+        empty=("s",),
+        exact_rank=("x",),
+        bool_args=("mask",),
+        no_rank=("mask",),
+    ),
+    Spec(
+        "GAMRelativeAttention",
+        {"y": ("b", "n", "d"), "mask": ("n", "n")},
+        dims(b=(1, 2), n=(1, 4), d=(1, 4)),
+        _gam_module,
+        backend="torch",
+        floats={"c1": 0.5},
+        free=("b", "d", "n"),
+        exact_rank=("y",),
+        bool_args=("mask",),
+        no_rank=("mask",),
+    ),
+]
+
+BY_NAME = {spec.name: spec for spec in NUMPY_SPECS + TORCH_SPECS}
+
+
+@pytest.mark.parametrize("name", sorted(BY_NAME))
+@FAST
+@given(data=st.data())
+def test_positions_meet_the_contract(name, data):
+    check(data.draw(bad_cases(BY_NAME[name])))
+
+
+def test_specs_cover_every_array_function_of_the_package():
+    """Every public function of attnlab.positions taking arrays has a spec (or a hand test)."""
+    hand_tested = {  # integer-only or integer-array inputs: tests/test_positions_errors.py
+        "sinusoidal_positions",
+        "sinusoidal_shift_matrix",
+        "relative_position_index",
+        "gam_relative_vectors",
+        "circular_offsets",
+        "convolution_attention_params",
+    }
+    import attnlab.positions as positions
+
+    assert set(positions.__all__) == hand_tested | {s.name for s in NUMPY_SPECS}
