@@ -135,8 +135,8 @@ NUMPY = [
         {},
         dims(),
         lambda a, p: al.relative_position_index(**numpy_params(p)),
-        ints={"n": 3, "k": 1},
-        bad_values={"n": (0, -1, 2.0), "k": (-1, 1.0)},
+        ints={"n": 3, "k_max": 1},
+        bad_values={"n": (0, -1, 2.0), "k_max": (-1, 1.0)},
         skip=ARRAYS,
     ),
     Spec(
@@ -263,12 +263,20 @@ def test_gam_init_std_large_power_is_a_value_error():
         al.gam_init_std(4, n1=200)  # OverflowError on main
 
 
-def test_shaw_attention_float16_overflow_is_reported():
-    q = np.full((2, 2), 200.0, np.float16)
-    k = np.full((2, 2), -200.0, np.float16)
-    a = np.zeros((3, 2), np.float16)
-    with pytest.raises(ValueError, match="overflow"):
-        al.shaw_attention(q, k, k, a, a)
+def test_shaw_attention_float16_is_right_or_reports_overflow():
+    """q = 200, k = -200 in float16 (issue 16): the float64 answer, or an overflow error."""
+    from _contract import Case, classify
+
+    for value in (200.0, 300.0):
+        q, k = np.full((2, 2), value), np.full((2, 2), -value)
+        a = np.zeros((3, 2))
+
+        def run(dtype, q=q, k=k, a=a):
+            return al.shaw_attention(*(x.astype(dtype) for x in (q, k, k, a, a)))
+
+        case = Case("shaw", "float16", str(value), lambda run=run: run(np.float16), ("overflowed",))
+        case.reference = lambda run=run: run(np.float64)
+        assert classify(case)[0] == "ok", classify(case)
 
 
 def test_gam_position_weights_float16_overflow_is_reported():
