@@ -162,7 +162,7 @@ def _gam_module(a, p):
 def _shaw_module(a, p):
     dtype = torch_dtype(p)
     shaw = build_module(
-        lambda: ann.ShawRelativeAttention(p["d"], p["h"], p["k"]), dtype, is_overflow_input(a)
+        lambda: ann.ShawRelativeAttention(p["d"], p["h"], p["k_max"]), dtype, is_overflow_input(a)
     )
     return shaw(a["x"], a["mask"])
 
@@ -196,8 +196,8 @@ TORCH = [
         dims(b=(0, 2), s=(1, 3), d=(4, 4)),
         _shaw_module,
         backend="torch",
-        ints={"d": 4, "h": 2, "k": 1},
-        bad_values={"k": (-1, 1.0)},
+        ints={"d": 4, "h": 2, "k_max": 1},
+        bad_values={"k_max": (-1, 1.0)},
         derived=("d",),
         empty=("s",),
         exact_rank=("x",),
@@ -313,5 +313,5 @@ def test_generalized_attention_empty_sequence_is_rejected():
 def test_booleans_are_not_integers_in_positions():
     with pytest.raises(TypeError, match="n"):
         al.sinusoidal_positions(True, 4)
-    with pytest.raises(TypeError, match="k"):
+    with pytest.raises(TypeError, match="k_max"):
         ann.ShawRelativeAttention(4, 2, True)
