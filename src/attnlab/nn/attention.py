@@ -81,8 +81,8 @@ def _check_mask(mask: Tensor, logits_shape: torch.Size) -> None:
         full = None
     if full != logits_shape:
         raise ValueError(
-            f"mask of shape {shape_of(mask)} does not broadcast to the attention logits of "
-            f"shape {tuple(logits_shape)} (..., s_q, s_k)"
+            f"mask of shape {shape_of(mask)} does not broadcast to the logits of shape "
+            f"{tuple(logits_shape)} (..., s_q, s_k)"
         )
 
 
