@@ -13,7 +13,7 @@ strategy that builds a valid call and then breaks it in one way, one *class* of 
 - ``bool``: ``True``/``False`` where an integer hyperparameter belongs,
 - ``range``: an integer hyperparameter of 0 or -1, a float one of 0, -1, NaN, inf,
 - ``float16``: the valid call in float16, with small inputs (must match float64) or with
-  every input 300 (the logits overflow 65504: must raise, or match float64 exactly).
+  every input ±300 (the logits overflow 65504 to ±inf: must raise, or match float64).
 
 :func:`classify` runs a case and says what happened: ``ok`` (an attnlab ``ValueError`` or
 ``TypeError`` whose message names the argument, or a finite result equal to the float64
@@ -83,6 +83,7 @@ class Spec:
     no_rank: tuple[str, ...] = ()  # arguments whose flattening may still be legal (broadcasts)
     derived: tuple[str, ...] = ()  # symbols computed from others (h·d_v): must match too
     nonfinite: tuple[float, ...] = (np.nan, np.inf, -np.inf)  # values the contract rejects
+    bad_values: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # per hyperparameter
 
 
 @dataclass
@@ -95,6 +96,8 @@ class Case:
     run: Callable[[], Any]
     names: tuple[str, ...]
     reference: Callable[[], Any] | None = None
+    arrays: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 def _to_backend(a: Any, backend: str) -> Any:
@@ -111,8 +114,9 @@ def _build(spec: Spec, sizes: dict[str, int], rng: np.random.Generator, value: f
         concrete = tuple(sizes[s] for s in shape)
         if name in spec.bool_args:
             arrays[name] = rng.random(concrete) < 0.8
-        elif value is not None:
-            arrays[name] = np.full(concrete, value)
+        elif value is not None:  # constant, with a random sign per argument: ±inf logits
+            sign = 1.0 if name in spec.positive else rng.choice([-1.0, 1.0])
+            arrays[name] = np.full(concrete, sign * value)
         else:
             a = rng.uniform(-2, 2, concrete)
             arrays[name] = np.abs(a) + 0.1 if name in spec.positive else a
@@ -150,7 +154,15 @@ def bad_cases(draw: Callable, spec: Spec, kinds: tuple[str, ...] = CLASSES) -> C
             if arrays[name].ndim >= len(spec.args[name]) and name not in spec.exact_rank:
                 assume(False)
             detail = f"{name} flattened to {arrays[name].shape}"
-        return Case(spec.name, kind, detail, _runner(spec, arrays, params), (name,))
+        return Case(
+            spec.name,
+            kind,
+            detail,
+            _runner(spec, arrays, params),
+            (name,),
+            arrays=arrays,
+            params=params,
+        )
     if kind == "size":
         counts: dict[str, list[str]] = {}
         for name, shape in spec.args.items():
@@ -163,7 +175,11 @@ def bad_cases(draw: Callable, spec: Spec, kinds: tuple[str, ...] = CLASSES) -> C
         ]
         assume(shared)
         symbol = draw(st.sampled_from(sorted(shared)))
-        name = draw(st.sampled_from(counts[symbol]))
+        holders = counts[symbol]
+        plain = [n for n in holders if n not in spec.bool_args]
+        if sizes[symbol] == 1 and len(plain) < len(holders) and len(plain) <= 1:
+            holders = [n for n in holders if n in spec.bool_args]  # a size-1 mask broadcasts
+        name = draw(st.sampled_from(holders))
         wrong = dict(sizes)
         wrong[symbol] = sizes[symbol] + draw(st.integers(1, 2))
         shape = tuple(wrong[s] for s in spec.args[name])
@@ -172,7 +188,15 @@ def bad_cases(draw: Callable, spec: Spec, kinds: tuple[str, ...] = CLASSES) -> C
         )
         detail = f"{name} has {symbol}={wrong[symbol]}, the others {sizes[symbol]}"
         names = tuple(dict.fromkeys([name, *counts[symbol]]))
-        return Case(spec.name, kind, detail, _runner(spec, arrays, params), names)
+        return Case(
+            spec.name,
+            kind,
+            detail,
+            _runner(spec, arrays, params),
+            names,
+            arrays=arrays,
+            params=params,
+        )
     if kind == "empty":
         assume(spec.empty)
         symbol = draw(st.sampled_from(spec.empty))
@@ -180,7 +204,15 @@ def bad_cases(draw: Callable, spec: Spec, kinds: tuple[str, ...] = CLASSES) -> C
         arrays = _build(spec, empty_sizes, rng, None)
         names = ("empty", *[n for n, shape in spec.args.items() if symbol in shape])
         detail = f"{symbol} = 0"
-        return Case(spec.name, kind, detail, _runner(spec, arrays, params), names)
+        return Case(
+            spec.name,
+            kind,
+            detail,
+            _runner(spec, arrays, params),
+            names,
+            arrays=arrays,
+            params=params,
+        )
     if kind == "nonfinite":
         assume(float_args)
         name = draw(st.sampled_from(float_args))
@@ -190,7 +222,15 @@ def bad_cases(draw: Callable, spec: Spec, kinds: tuple[str, ...] = CLASSES) -> C
         a.reshape(-1)[draw(st.integers(0, a.size - 1))] = bad
         arrays[name] = a
         detail = f"{name} holds {bad}"
-        return Case(spec.name, kind, detail, _runner(spec, arrays, params), (name,))
+        return Case(
+            spec.name,
+            kind,
+            detail,
+            _runner(spec, arrays, params),
+            (name,),
+            arrays=arrays,
+            params=params,
+        )
     if kind == "dtype":
         assume(float_args)
         name = draw(st.sampled_from(float_args))
@@ -200,7 +240,15 @@ def bad_cases(draw: Callable, spec: Spec, kinds: tuple[str, ...] = CLASSES) -> C
         else:
             arrays[name] = np.round(arrays[name]).astype(np.int64)
             detail = f"{name} is an int64 tensor"
-        return Case(spec.name, kind, detail, _runner(spec, arrays, params), (name,))
+        return Case(
+            spec.name,
+            kind,
+            detail,
+            _runner(spec, arrays, params),
+            (name,),
+            arrays=arrays,
+            params=params,
+        )
     if kind == "type":
         assume(spec.args)
         name = draw(st.sampled_from(list(spec.args)))
@@ -223,13 +271,23 @@ def bad_cases(draw: Callable, spec: Spec, kinds: tuple[str, ...] = CLASSES) -> C
         param, which = draw(st.sampled_from(options))
         if kind == "bool":
             bad = draw(st.booleans())
+        elif param in spec.bad_values:
+            bad = draw(st.sampled_from(spec.bad_values[param]))
         elif which == "int":
             bad = draw(st.sampled_from([0, -1, 2.0]))
         else:
             bad = draw(st.sampled_from([0.0, -1.0, float("nan"), float("inf"), "1"]))
         params[param] = bad
         detail = f"{param}={bad!r}"
-        return Case(spec.name, kind, detail, _runner(spec, arrays, params), (param,))
+        return Case(
+            spec.name,
+            kind,
+            detail,
+            _runner(spec, arrays, params),
+            (param,),
+            arrays=arrays,
+            params=params,
+        )
     # float16: small inputs must match float64; all-300 inputs overflow or match exactly
     overflow = draw(st.booleans())
     if overflow:
@@ -247,6 +305,8 @@ def bad_cases(draw: Callable, spec: Spec, kinds: tuple[str, ...] = CLASSES) -> C
         _runner(spec, half, params16),
         names,
         reference=_runner(spec, wide, params64),
+        arrays=half,
+        params=params,
     )
 
 
@@ -262,15 +322,13 @@ def _names_in(message: str, names: tuple[str, ...]) -> bool:
 
 
 def _flatten(result: Any) -> list[np.ndarray]:
-    items = result if isinstance(result, (tuple, list)) else (result,)
-    out = []
-    for item in items:
-        if hasattr(item, "detach"):
-            item = item.detach().cpu()
-            item = item.double() if item.is_floating_point() else item
-            item = item.numpy()
-        out.append(np.asarray(item))
-    return out
+    if isinstance(result, (tuple, list)):
+        return [a for item in result for a in _flatten(item)]
+    if hasattr(result, "detach"):
+        result = result.detach().cpu()
+        result = result.double() if result.is_floating_point() else result
+        result = result.numpy()
+    return [np.asarray(result)]
 
 
 def classify(case: Case) -> tuple[str, str]:
@@ -363,7 +421,7 @@ def is_overflow_input(arrays: dict[str, Any]) -> bool:
     """Whether the float arrays are the all-300 inputs of the float16 overflow case."""
     for a in arrays.values():
         if hasattr(a, "dtype") and str(a.dtype).endswith(("float16", "float64")) and a.shape:
-            return bool((a == OVERFLOW_VALUE).all())
+            return bool((abs(a) == OVERFLOW_VALUE).all())
     return False
 
 

@@ -1,6 +1,6 @@
 """Input checks shared by the numpy core and the torch modules (the error contract).
 
-Every public function in :mod:`attnlab` and :mod:`attnlab.nn` checks its input with these
+Every public function in :mod:`attnlab` and ``attnlab.nn`` checks its input with these
 helpers, so that one rule lives in one place and both halves say the same thing about the same
 bad input (see "Error contract" on the API page):
 
@@ -160,23 +160,77 @@ def require_finite(x: Any, name: str) -> None:
         raise ValueError(f"{name} contains NaN or infinite values")
 
 
-def require_finite_logits(logits: Any, what: str = "logits") -> None:
-    """Raise ``ValueError`` if ``logits`` are not finite although the inputs were.
+def require_finite_logits(
+    logits: Any,
+    what: str = "logits",
+    *,
+    cause: str | None = None,
+    inputs: str = "the inputs",
+    inputs_checked: bool = True,
+) -> None:
+    """Raise ``ValueError`` if ``logits`` are not finite.
 
-    Call it after checking the inputs with :func:`require_finite`: a non-finite logit then
-    means the product overflowed the dtype (easy in float16, whose largest number is 65504),
-    which a softmax would otherwise read as masking (silent zeros) or turn into NaN.
+    Call it after checking the inputs with :func:`require_finite` (``inputs_checked``): a
+    non-finite logit then means the product overflowed the dtype (easy in float16, whose
+    largest number is 65504), which a softmax would otherwise read as masking (silent zeros)
+    or turn into NaN. The message is ``the {what} overflowed in {dtype} ({cause}); compute in
+    float32 or float64, or rescale {inputs}``; ``cause`` defaults to the dtype's largest
+    number. With ``inputs_checked=False`` the message names both possible causes.
     """
-    if not all_finite(logits):
-        name = dtype_name(logits.dtype)
-        try:
-            largest = f" (the largest number in {name} is {float(np.finfo(name).max):g})"
-        except TypeError:  # bfloat16: numpy does not know it
-            largest = ""
+    if all_finite(logits):
+        return
+    name = dtype_name(logits.dtype)
+    if not inputs_checked:
         raise ValueError(
-            f"the {what} overflowed in {name}{largest}; compute in float32 or float64, "
-            "or rescale the inputs"
+            f"the {what} contain NaN or infinite values: an input holds NaN or inf, or "
+            f"the {what} overflowed in {name}; check the inputs, compute in float32 or "
+            f"float64, or rescale {inputs}"
         )
+    if cause is None:
+        try:
+            cause = f"the largest number in {name} is {float(np.finfo(name).max):g}"
+        except TypeError:  # bfloat16: numpy does not know it
+            cause = f"too big for {name}"
+    raise ValueError(
+        f"the {what} overflowed in {name} ({cause}); compute in float32 or float64, "
+        f"or rescale {inputs}"
+    )
+
+
+#: The cause named when ``q kᵀ`` overflows, in numpy and torch alike.
+QK_OVERFLOW = {"cause": "largest |q|·|k| is too big for this dtype", "inputs": "q and k"}
+
+
+def check_tensor(t: Any, name: str, layout: str, min_ndim: int = 1, like: Any = None) -> None:
+    """The always-on checks of a torch input: type, float dtype, rank, dtype/device of ``like``.
+
+    While :func:`check_values` is on, also :func:`require_finite`. ``like`` is a tensor the
+    input must agree with in dtype and device (a module's weight, or another input).
+
+    Raises
+    ------
+    TypeError
+        If ``t`` is not a torch tensor (a numpy array: ``torch.from_numpy`` first).
+    ValueError
+        If ``t`` is not floating point, has fewer than ``min_ndim`` axes, differs from
+        ``like`` in dtype or device, or (checks on) holds NaN or inf.
+    """
+    if not _is_tensor(t):
+        raise TypeError(
+            f"{name} must be a torch.Tensor of shape {layout}, got {type(t).__name__}"
+            + ("; convert with torch.from_numpy" if isinstance(t, np.ndarray) else "")
+        )
+    if not t.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    if t.ndim < min_ndim:
+        raise ValueError(f"{name} must have shape {layout}, got shape {shape_of(t)}")
+    if like is not None and (t.dtype != like.dtype or t.device != like.device):
+        raise ValueError(
+            f"{name} is {t.dtype} on {t.device} but must match {like.dtype} on {like.device} "
+            "(the module's parameters or the other inputs); convert with .to(...)"
+        )
+    if values_checked():
+        require_finite(t, name)
 
 
 _STATE = {"check_values": os.environ.get("ATTNLAB_CHECK_VALUES", "") not in ("", "0")}
@@ -190,7 +244,7 @@ def values_checked() -> bool:
 class check_values:  # noqa: N801 - used like a function, as torch.set_grad_enabled
     """Turn the value checks of the torch modules on or off (exported as ``attnlab.nn``).
 
-    Shape, dtype and size checks always run in :mod:`attnlab.nn` (they read only shapes, no
+    Shape, dtype and size checks always run in ``attnlab.nn`` (they read only shapes, no
     device synchronisation). Value checks (a NaN or infinite input, logits that overflow the
     dtype) must look at every number, which on a GPU waits for the device; they are off by
     default and on with ``attnlab.nn.check_values(True)``, inside

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnlab._validate import (
+    QK_OVERFLOW,
     as_float_array,
     check_float,
     reject_tensor,
@@ -152,7 +153,7 @@ def scaled_dot_product_attention(
     with np.errstate(over="ignore"):  # an overflow is reported just below, with the cause
         logits = (q.astype(dtype, copy=False) * dtype.type(factor)) @ np.swapaxes(k, -1, -2)
     logits = logits.astype(dtype, copy=False)
-    require_finite_logits(logits)  # the inputs are finite: a non-finite logit is an overflow
+    require_finite_logits(logits, **QK_OVERFLOW)  # finite inputs: a non-finite logit overflowed
     if mask is not None:
         m = _check_mask(mask, logits.shape)
         logits = np.where(m, logits, dtype.type(-np.inf))

@@ -9,7 +9,7 @@ overflow the dtype) only while :func:`check_values` is on, because looking at ev
 waits for the device (see "Error contract" on the API page).
 """
 
-from attnlab._validate import check_values, values_checked
+from attnlab._validate import check_values, values_checked  # noqa: F401 (importable)
 from attnlab.nn.attention import (
     ScaledDotProductAttention,
     masked_softmax,
@@ -21,8 +21,7 @@ from attnlab.nn.multihead import AttentionHead, MultiHeadAttention, to_torch_att
 from attnlab.nn.positions import GAMRelativeAttention, ShawRelativeAttention
 
 __all__: list[str] = [
-    "check_values",
-    "values_checked",
+    "check_values",  # values_checked is importable too; no tensor in, so not in __all__
     "scaled_dot_product_attention",
     "ScaledDotProductAttention",
     "masked_softmax",

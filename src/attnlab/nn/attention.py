@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import (
+    QK_OVERFLOW,
     check_float,
     require_finite,
     require_finite_logits,
@@ -80,8 +81,8 @@ def _check_mask(mask: Tensor, logits_shape: torch.Size) -> None:
         full = None
     if full != logits_shape:
         raise ValueError(
-            f"mask of shape {shape_of(mask)} does not broadcast to the attention logits of "
-            f"shape {tuple(logits_shape)} (..., s_q, s_k)"
+            f"mask of shape {shape_of(mask)} does not broadcast to the logits of shape "
+            f"{tuple(logits_shape)} (..., s_q, s_k)"
         )
 
 
@@ -111,8 +112,11 @@ def masked_softmax(logits: Tensor, mask: Tensor | None) -> Tensor:
 
     Raises
     ------
+    TypeError
+        If ``logits`` or ``mask`` is not a tensor.
     ValueError
-        If ``mask`` is not boolean or does not broadcast to the logits; while
+        If ``logits`` are not floating point or have no key (an empty last axis), or ``mask``
+        is not boolean or does not broadcast to the logits; while
         :func:`attnlab.nn.check_values` is on, also if a logit is NaN or infinite (an
         overflow of the dtype or a non-finite input upstream).
 
@@ -124,8 +128,22 @@ def masked_softmax(logits: Tensor, mask: Tensor | None) -> Tensor:
     tensor([[0.5000, 0.5000, 0.0000],
             [0.0000, 0.0000, 0.0000]])
     """
+    if not isinstance(logits, Tensor):
+        raise TypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
+    if not logits.is_floating_point():
+        raise ValueError(f"logits must be a floating-point tensor, got dtype {logits.dtype}")
+    require_min_ndim(logits, "logits", 1, "(..., s_k)")
+    if logits.shape[-1] == 0:
+        raise ValueError(
+            f"empty sequence: logits has shape {shape_of(logits)}; softmax needs at least one key"
+        )
     if values_checked():
-        require_finite_logits(logits)
+        require_finite_logits(logits, inputs_checked=False)
+    return _softmax_with_mask(logits, mask)
+
+
+def _softmax_with_mask(logits: Tensor, mask: Tensor | None) -> Tensor:
+    """:func:`masked_softmax` after the logits were checked."""
     if mask is None:
         return torch.softmax(logits, dim=-1)
     _check_mask(mask, logits.shape)
@@ -191,7 +209,9 @@ def scaled_dot_product_attention(
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else check_float(scale, "scale")
     # Scaling the queries (s_q·d_k numbers) is cheaper than scaling the logits (s_q·s_k).
     logits = (q * scale) @ k.transpose(-2, -1)
-    weights = masked_softmax(logits, mask)
+    if values_checked():  # the inputs are finite: a non-finite logit is an overflow
+        require_finite_logits(logits, **QK_OVERFLOW)
+    weights = _softmax_with_mask(logits, mask)
     return weights @ v, weights
 
 

@@ -345,7 +345,9 @@ class LuongSeq2Seq(nn.Module):
         if ids.dim() != 2:
             raise ValueError(f"{name} must have shape {layout}, got shape {shape_of(ids)}")
         require_nonempty({name: ids}, axis=1)
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        if ids.is_meta or not ids.numel():  # a meta tensor has shapes only, no values
+            return
+        if int(ids.min()) < 0 or int(ids.max()) >= vocab_size:
             raise ValueError(
                 f"{name} holds ids from {int(ids.min())} to {int(ids.max())}, outside the "
                 f"vocabulary 0..{vocab_size - 1}"
@@ -365,7 +367,8 @@ class LuongSeq2Seq(nn.Module):
             )
         src_lengths = src_lengths.to(device=src.device, dtype=torch.long)
         m = src.shape[1]
-        if src_lengths.numel() and (int(src_lengths.min()) < 1 or int(src_lengths.max()) > m):
+        has_values = src_lengths.numel() and not src_lengths.is_meta
+        if has_values and (int(src_lengths.min()) < 1 or int(src_lengths.max()) > m):
             raise ValueError(
                 f"src_lengths must lie in 1..m = 1..{m} (src has shape {shape_of(src)}), got "
                 f"lengths from {int(src_lengths.min())} to {int(src_lengths.max())}; "

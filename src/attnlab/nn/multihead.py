@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from attnlab._validate import (
     check_int,
-    require_finite,
+    check_tensor,
     require_nonempty,
     shape_of,
     values_checked,
@@ -30,22 +30,7 @@ from attnlab.nn.attention import _check_mask, scaled_dot_product_attention
 
 def _check_tokens(t: Tensor, name: str, weight: Tensor, layout: str) -> None:
     """Type, dtype and device of a token tensor against the module's ``weight``."""
-    if not isinstance(t, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dtype != weight.dtype:
-        raise ValueError(
-            f"{name} has dtype {t.dtype} but the module's weights are {weight.dtype}; "
-            f"convert one of them with .to(dtype)"
-        )
-    if t.device != weight.device:
-        raise ValueError(
-            f"{name} is on {t.device} but the module's weights are on {weight.device}; "
-            f"move one of them with .to(device)"
-        )
-    if t.dim() < 2:
-        raise ValueError(f"{name} must have shape {layout}, got shape {shape_of(t)}")
-    if values_checked():
-        require_finite(t, name)
+    check_tensor(t, name, layout, min_ndim=2, like=weight)
 
 
 def to_torch_attn_mask(mask: Tensor) -> Tensor:

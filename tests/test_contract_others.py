@@ -1,0 +1,317 @@
+"""The error contract for the GAM and positions modules (numpy and torch).
+
+Written by the "contract" helper for issue 16; the modules belong to other helpers. Some of
+these tests are EXPECTED TO FAIL until the owners apply the fixes listed in the issue-16
+report (nothing here is marked xfail, on purpose: the lead merges this file after the fixes).
+The machinery and the classes of bad input are those of ``tests/_contract.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from _contract import (
+    FAST,
+    Spec,
+    bad_cases,
+    build_module,
+    check,
+    dims,
+    is_overflow_input,
+    numpy_params,
+    torch_dtype,
+    torch_values_checked,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+
+import attnlab as al
+import attnlab.nn as ann
+from attnlab.nn import positions as npos
+
+ARRAYS = ("rank", "size", "empty", "nonfinite", "dtype", "type", "float16")
+
+
+def _odd(draw):
+    return 2 * draw(st.integers(0, 1)) + 1
+
+
+def _shaw_dims(draw):
+    return {**dims(s=(1, 4), dk=(1, 3), dv=(1, 3))(draw), "kk": _odd(draw)}
+
+
+def _gam_rel_dims(draw):
+    return dims(n=(1, 3), m=(1, 3), nb=(1, 2), ns=(1, 2), mv=(1, 3))(draw)
+
+
+NUMPY = [
+    Spec(
+        "gam_attention",
+        {"y": ("n", "m"), "b": ("nb", "m", "m"), "w_v": ("m", "mv")},
+        dims(n=(1, 4), m=(1, 3), nb=(1, 2), mv=(1, 3)),
+        lambda a, p: al.gam_attention(a["y"], a["b"], a["w_v"], **numpy_params(p)),
+        floats={"n1": 1.0},
+        empty=("n", "m"),
+        exact_rank=("y", "w_v"),
+    ),
+    Spec(
+        "gam_init_std",
+        {},
+        dims(),
+        lambda a, p: al.gam_init_std(**numpy_params(p)),
+        ints={"m": 4},
+        floats={"n1": 1.0},
+        bad_values={"n1": (0.0, -1.0, float("nan"), float("inf"), 200.0, 1e6)},
+        skip=ARRAYS,
+    ),
+    Spec(
+        "shaw_attention",
+        {
+            "q": ("s", "dk"),
+            "k": ("s", "dk"),
+            "v": ("s", "dv"),
+            "a_k": ("kk", "dk"),
+            "a_v": ("kk", "dv"),
+        },
+        _shaw_dims,
+        lambda a, p: al.shaw_attention(a["q"], a["k"], a["v"], a["a_k"], a["a_v"]),
+        empty=("s", "dk"),
+        exact_rank=("a_k", "a_v"),
+    ),
+    Spec(
+        "gam_position_weights",
+        {"p": ("n", "m"), "b_p": ("nb", "m", "m")},
+        dims(n=(1, 4), m=(1, 3), nb=(1, 2)),
+        lambda a, p: al.gam_position_weights(a["p"], a["b_p"], **numpy_params(p)),
+        floats={"n1": 1.0},
+        empty=("n", "m"),
+        exact_rank=("p",),
+    ),
+    Spec(
+        "gam_relative_attention",
+        {
+            "y": ("n", "m"),
+            "p": ("n", "m"),
+            "b": ("nb", "m", "m"),
+            "b_p": ("ns", "m", "m"),
+            "w_v": ("m", "mv"),
+        },
+        _gam_rel_dims,
+        lambda a, p: al.gam_relative_attention(
+            a["y"], a["p"], a["b"], a["b_p"], a["w_v"], **numpy_params(p)
+        ),
+        floats={"c1": 0.5},
+        bad_values={"c1": (-0.5, 1.5, float("nan"), "1")},
+        empty=("n", "m"),
+        exact_rank=("y", "p", "w_v"),
+    ),
+    Spec(
+        "sinusoidal_positions",
+        {},
+        dims(),
+        lambda a, p: al.sinusoidal_positions(**numpy_params(p)),
+        ints={"n": 3, "d": 4},
+        floats={"base": 10000.0},
+        bad_values={"n": (-1, 2.0), "d": (0, -2, 3, 2.0)},  # n = 0: an empty table, allowed
+        skip=ARRAYS,
+    ),
+    Spec(
+        "sinusoidal_shift_matrix",
+        {},
+        dims(),
+        lambda a, p: al.sinusoidal_shift_matrix(**numpy_params(p)),
+        ints={"d": 4},
+        floats={"k": 1.0, "base": 10000.0},
+        bad_values={
+            "d": (0, -2, 3, 2.0),
+            "k": (float("nan"), float("inf"), "1"),
+            "base": (0.0, -1.0, float("nan"), float("inf"), "1"),
+        },
+        skip=ARRAYS,
+    ),
+    Spec(
+        "relative_position_index",
+        {},
+        dims(),
+        lambda a, p: al.relative_position_index(**numpy_params(p)),
+        ints={"n": 3, "k_max": 1},
+        bad_values={"n": (0, -1, 2.0), "k_max": (-1, 1.0)},
+        skip=ARRAYS,
+    ),
+    Spec(
+        "combine_linear",
+        {"z": ("n", "d"), "pi": ("n", "d")},
+        dims(n=(1, 3), d=(1, 3)),
+        lambda a, p: al.combine_linear(a["z"], a["pi"], **numpy_params(p)),
+        floats={"c1": 0.5},
+        bad_values={"c1": (-0.5, 1.5, float("nan"), "1")},
+        no_rank=("z", "pi"),
+    ),
+]
+
+
+def _gam_module(a, p):
+    dtype = torch_dtype(p)
+    gam = build_module(
+        lambda: ann.GeneralizedAttention(p["d"], p["h"], n1=p["n1"]), dtype, is_overflow_input(a)
+    )
+    return gam(a["y"], a["mask"])
+
+
+def _shaw_module(a, p):
+    dtype = torch_dtype(p)
+    shaw = build_module(
+        lambda: ann.ShawRelativeAttention(p["d"], p["h"], p["k_max"]), dtype, is_overflow_input(a)
+    )
+    return shaw(a["x"], a["mask"])
+
+
+def _gam_relative_module(a, p):
+    dtype = torch_dtype(p)
+    gam = build_module(
+        lambda: ann.GAMRelativeAttention(p["d"], p["n"], h=p["h"]), dtype, is_overflow_input(a)
+    )
+    return gam(a["y"], mask=a["mask"])
+
+
+TORCH = [
+    Spec(
+        "nn.GeneralizedAttention",
+        {"y": ("b", "n", "d"), "mask": ("n", "n")},
+        dims(b=(0, 2), n=(1, 3), d=(4, 4)),
+        _gam_module,
+        backend="torch",
+        ints={"d": 4, "h": 2},
+        floats={"n1": 1.0},
+        derived=("d",),
+        empty=("n",),
+        exact_rank=("y",),
+        bool_args=("mask",),
+        no_rank=("mask",),
+    ),
+    Spec(
+        "nn.ShawRelativeAttention",
+        {"x": ("b", "s", "d"), "mask": ("s", "s")},
+        dims(b=(0, 2), s=(1, 3), d=(4, 4)),
+        _shaw_module,
+        backend="torch",
+        ints={"d": 4, "h": 2, "k_max": 1},
+        bad_values={"k_max": (-1, 1.0)},
+        derived=("d",),
+        empty=("s",),
+        exact_rank=("x",),
+        bool_args=("mask",),
+        no_rank=("mask",),
+    ),
+    Spec(
+        "nn.GAMRelativeAttention",
+        {"y": ("b", "n", "d"), "mask": ("n", "n")},
+        dims(b=(1, 2), n=(3, 3), d=(4, 4)),
+        _gam_relative_module,
+        backend="torch",
+        ints={"d": 4, "n": 3, "h": 2},
+        derived=("d", "n"),
+        exact_rank=("y",),
+        bool_args=("mask",),
+        no_rank=("mask",),
+    ),
+    Spec(
+        "nn.gam_logits",
+        {"y": ("b", "n", "m"), "b": ("nb", "m", "m")},
+        dims(b=(1, 2), n=(1, 3), m=(1, 3), nb=(1, 2)),
+        lambda a, p: ann.gam_logits(a["y"], a["b"], n1=p["n1"]),
+        backend="torch",
+        floats={"n1": 1.0},
+        empty=("n", "m"),
+        exact_rank=("y",),
+    ),
+    Spec(
+        "nn.positions.combine_geometric",
+        {"z": ("n", "d"), "pi": ("n", "d")},
+        dims(n=(1, 3), d=(1, 3)),
+        lambda a, p: npos.combine_geometric(a["z"], a["pi"]),
+        backend="torch",
+        no_rank=("z", "pi"),
+        skip=("float16",),
+    ),
+]
+
+BY_NAME = {spec.name: spec for spec in NUMPY + TORCH}
+
+
+@pytest.mark.parametrize("name", sorted(BY_NAME))
+@FAST
+@given(data=st.data())
+def test_others_meet_the_contract(name, data):
+    case = data.draw(bad_cases(BY_NAME[name]))
+    with torch_values_checked():
+        check(case)
+
+
+# ------------------------------------------------------------------ the cases issue 16 names
+
+
+def test_gam_attention_float16_overflow_is_reported_not_zeros():
+    y = np.full((3, 2), 300.0, np.float16)
+    with pytest.raises(ValueError, match="overflow"):
+        al.gam_attention(y, np.ones((2, 2), np.float16), np.eye(2, dtype=np.float16))
+
+
+def test_gam_init_std_large_power_is_a_value_error():
+    with pytest.raises(ValueError, match="n1"):
+        al.gam_init_std(4, n1=200)  # OverflowError on main
+
+
+def test_shaw_attention_float16_is_right_or_reports_overflow():
+    """q = 200, k = -200 in float16 (issue 16): the float64 answer, or an overflow error."""
+    from _contract import Case, classify
+
+    for value in (200.0, 300.0):
+        q, k = np.full((2, 2), value), np.full((2, 2), -value)
+        a = np.zeros((3, 2))
+
+        def run(dtype, q=q, k=k, a=a):
+            return al.shaw_attention(*(x.astype(dtype) for x in (q, k, k, a, a)))
+
+        case = Case("shaw", "float16", str(value), lambda run=run: run(np.float16), ("overflowed",))
+        case.reference = lambda run=run: run(np.float64)
+        assert classify(case)[0] == "ok", classify(case)
+
+
+def test_gam_position_weights_float16_overflow_is_reported():
+    p = np.full((3, 2), 300.0, np.float16)
+    with pytest.raises(ValueError, match="overflow"):
+        al.gam_position_weights(p, np.ones((2, 2), np.float16))
+
+
+def test_sinusoidal_shift_matrix_rejects_base_zero_like_sinusoidal_positions():
+    with pytest.raises(ValueError, match="base"):
+        al.sinusoidal_positions(3, 4, base=0.0)
+    with pytest.raises(ValueError, match="base"):
+        al.sinusoidal_shift_matrix(1, 4, base=0.0)  # NaN on main
+
+
+def test_gam_relative_vectors_rejects_decreasing_unsigned_positions():
+    with pytest.raises(ValueError, match="positions"):
+        al.gam_relative_vectors(np.array([5, 2, 7], dtype=np.uint64))
+
+
+def test_generalized_attention_huge_input_raises_with_the_switch():
+    torch.manual_seed(0)
+    gam = ann.GeneralizedAttention(4, 2)
+    with ann.check_values(), pytest.raises(ValueError, match="overflow|NaN"):
+        gam(torch.full((1, 3, 4), 1e20))  # NaN weights on main, whatever the switch
+
+
+def test_generalized_attention_empty_sequence_is_rejected():
+    gam = ann.GeneralizedAttention(4, 2)
+    with pytest.raises(ValueError, match="empty"):
+        gam(torch.zeros(1, 0, 4))
+
+
+def test_booleans_are_not_integers_in_positions():
+    with pytest.raises(TypeError, match="n"):
+        al.sinusoidal_positions(True, 4)
+    with pytest.raises(TypeError, match="k_max"):
+        ann.ShawRelativeAttention(4, 2, True)
