@@ -33,7 +33,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from attnlab._validate import as_float_array, require_finite, require_ndim
+from attnlab._validate import (
+    as_float_array,
+    check_float,
+    check_int,
+    require_finite,
+    require_finite_logits,
+    require_ndim,
+)
 from attnlab.attention import _check_mask
 from attnlab.softmax import softmax
 
@@ -129,9 +136,7 @@ def _power_terms(
     if f == "power":
         if coeffs is not None:
             raise ValueError('coeffs is only used with f="poly"; for f="power" give n1')
-        if not (math.isfinite(n1) and n1 > 0):
-            raise ValueError(f"the power n1 must be a positive finite number, got {n1}")
-        return [(1.0, float(n1))]
+        return [(1.0, check_float(n1, "n1"))]  # a bool or a string is a TypeError
     if f == "poly":
         if coeffs is None:
             raise ValueError('f="poly" needs coeffs = (A_1, ..., A_L)')
@@ -152,6 +157,7 @@ def gam_logits(
     f: str = "power",
     n1: float = 1,
     coeffs: Sequence[float] | np.ndarray | None = None,
+    what: str = "logits",
 ) -> np.ndarray:
     """GAM logits ``ε_i^{αβ} = Σ_rt f(y^α_r y^β_t) (B_i)_rt`` by the factorisation (eq. 16).
 
@@ -206,8 +212,10 @@ def gam_logits(
     for a_l, p in terms:
         if a_l == 0.0:
             continue
-        g = signed_power(y, p).astype(dtype, copy=False)  # (n, M)
-        eps += a_l * ((g @ b) @ g.T)  # (N_B, n, M) @ (M, n) -> (N_B, n, n)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below
+            g = signed_power(y, p).astype(dtype, copy=False)  # (n, M)
+            eps += a_l * ((g @ b) @ g.T)  # (N_B, n, M) @ (M, n) -> (N_B, n, n)
+    require_finite_logits(eps, what=what)  # finite inputs: a non-finite logit overflowed
     return eps
 
 
@@ -401,14 +409,25 @@ def gam_init_std(
     >>> round(gam_init_std(16), 6), round(gam_init_std(16, n1=2), 6)  # E[u^4] = 3 for n1 = 2
     (0.0625, 0.020833)
     """
+    m = check_int(m, "m", minimum=-(2**62))  # a bool or a float is a TypeError
     if m < 1:
-        raise ValueError(f"M must be at least 1, got {m}")
+        raise ValueError(f"m (the width M) must be at least 1, got {m}")
     terms = _power_terms(f, n1, coeffs)
-    if f == "power":
-        second = _gaussian_abs_moment(2 * n1) ** 2
-    else:
-        second = sum(
-            a * a2 * _gaussian_moment(int(p) + int(p2)) ** 2 for a, p in terms for a2, p2 in terms
+    try:
+        if f == "power":
+            second = _gaussian_abs_moment(2 * n1) ** 2
+        else:
+            second = sum(
+                a * a2 * _gaussian_moment(int(p) + int(p2)) ** 2
+                for a, p in terms
+                for a2, p2 in terms
+            )
+    except OverflowError:
+        second = math.inf
+    if not math.isfinite(second):
+        raise ValueError(
+            f"E[f(uv)^2] overflows float64 for n1={n1}, coeffs={coeffs}: the power n1 must "
+            "stay below about 85"
         )
     if second <= 0:
         raise ValueError(f"the feature function is identically zero (coeffs={coeffs})")

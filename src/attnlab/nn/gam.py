@@ -14,6 +14,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab._validate import (
+    check_float,
+    check_int,
+    check_tensor,
+    require_finite_logits,
+    require_nonempty,
+    values_checked,
+)
 from attnlab.gam import gam_init_std
 from attnlab.nn.attention import masked_softmax
 
@@ -70,7 +78,7 @@ def _terms(f: str, n1: float, coeffs: Tensor | None) -> list[tuple[Tensor | None
     if f == "power":
         if coeffs is not None:
             raise ValueError('coeffs is only used with f="poly"; for f="power" give n1')
-        return [(None, float(n1))]
+        return [(None, check_float(n1, "n1"))]
     if f == "poly":
         if coeffs is None or coeffs.dim() < 1 or coeffs.shape[0] == 0:
             raise ValueError('f="poly" needs coeffs of shape (L,) or (L, ...), L >= 1')
@@ -80,8 +88,11 @@ def _terms(f: str, n1: float, coeffs: Tensor | None) -> list[tuple[Tensor | None
 
 def _check_y_b(y: Tensor, b: Tensor) -> None:
     """Raise ``ValueError`` unless ``y`` is ``(batch, n, M)`` and ``b`` is ``(..., M, M)``."""
+    check_tensor(y, "y", "(batch, n, M)", min_ndim=3)
+    check_tensor(b, "b", "(..., M, M)", min_ndim=2, like=y)
     if y.dim() != 3:
         raise ValueError(f"y must have shape (batch, n, M), got shape {tuple(y.shape)}")
+    require_nonempty({"y": y})
     m = y.shape[-1]
     if b.dim() < 2 or b.shape[-2:] != (m, m):
         raise ValueError(
@@ -97,6 +108,7 @@ def gam_logits(
     f: str = "power",
     n1: float = 1.0,
     coeffs: Tensor | None = None,
+    what: str = "logits",
 ) -> Tensor:
     """Batched GAM logits ``ε = Σ_l A_l Y^{∘l} B (Y^{∘l})ᵀ`` (eq. 16–18 of Pandya 2022).
 
@@ -150,6 +162,8 @@ def gam_logits(
         if a_l is not None:
             term = a_l[..., None, None] * term
         eps = term if eps is None else eps + term
+    if values_checked():  # the inputs were checked: a non-finite logit is an overflow
+        require_finite_logits(eps, what=what)
     return eps
 
 
@@ -369,17 +383,15 @@ class GeneralizedAttention(nn.Module):
         bias: bool = True,
     ) -> None:
         super().__init__()
-        if d < 1 or h < 1 or d % h:
+        d, h, n_brains = check_int(d, "d"), check_int(h, "h"), check_int(n_brains, "n_brains")
+        if d % h:
             raise ValueError(f"h must divide d (d={d}, h={h}); both must be positive")
-        if n_brains < 1:
-            raise ValueError(f"n_brains must be at least 1, got {n_brains}")
         if mix not in ("learned", "uniform"):
             raise ValueError(f'mix must be "learned" or "uniform", got {mix!r}')
         if f == "power":
             if degree is not None:
                 raise ValueError('degree is only used with f="poly"')
-            if not (math.isfinite(n1) and n1 > 0):
-                raise ValueError(f"the power n1 must be a positive finite number, got {n1}")
+            n1 = check_float(n1, "n1")
             init_coeffs = None
             self.coeffs = None
         elif f == "poly":
@@ -441,10 +453,13 @@ class GeneralizedAttention(nn.Module):
         ``y (batch, n, d)``, ``mask`` broadcastable to ``(batch, n, n)`` →
         ``z (batch, h, n, d / h)``, ``phi (batch, h, n, n)`` or ``None``.
         """
+        check_tensor(y, "y", f"(batch, n, {self.d})", min_ndim=3, like=self.b)
         if y.dim() != 3 or y.shape[-1] != self.d:
             raise ValueError(f"y must have shape (batch, n, {self.d}), got {tuple(y.shape)}")
+        require_nonempty({"y": y})
         batch, n, _ = y.shape
         mask = self._checked_mask(mask, batch, n)
+        need_weights = need_weights or values_checked()  # the value checks need the logits
         values = self.value(y)  # (batch, n, d): head a owns columns a·d_v … (a+1)·d_v - 1
         if not need_weights:
             return self._fused_heads(y, mask, values), None

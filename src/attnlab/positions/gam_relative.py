@@ -158,7 +158,7 @@ def gam_position_weights(
     require_finite(p, "p")
     require_finite(b_p, "b_p")
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported just below
-        delta = gam_logits(p, b_p, f=f, n1=n1, coeffs=coeffs)  # (N_B, n, n)
+        delta = gam_logits(p, b_p, f=f, n1=n1, coeffs=coeffs, what="position logits δ")
     require_finite_logits(delta, what="position logits δ")  # finite inputs: an overflow
     w_s = check_mix(mix_s, delta.shape[0])
     if mask is not None:

@@ -18,6 +18,7 @@ from torch.nn import functional as F
 from attnlab._validate import (
     check_float,
     check_int,
+    check_tensor,
     require_finite_logits,
     shape_of,
     values_checked,
@@ -100,6 +101,8 @@ def combine_geometric(z: Tensor, pi: Tensor) -> Tensor:
     >>> combine_geometric(torch.tensor([4.0, -4.0, 4.0]), torch.tensor([1.0, -1.0, -1.0]))
     tensor([ 2., -2.,  0.])
     """
+    check_tensor(z, "z", "(...)")
+    check_tensor(pi, "pi", "(...)", like=z)
     if z.shape != pi.shape:
         raise ValueError(f"z and pi must have the same shape, got {shape_of(z)} and {shape_of(pi)}")
     product = z * pi
@@ -264,7 +267,14 @@ class GAMRelativeAttention(nn.Module):
         if p.dim() == 2:
             p = p.unsqueeze(0)
         coeffs = self.content.coeffs
-        delta = gam_logits(p, self.b_p, f=self.content.f, n1=self.content.n1, coeffs=coeffs)
+        delta = gam_logits(
+            p,
+            self.b_p,
+            f=self.content.f,
+            n1=self.content.n1,
+            coeffs=coeffs,
+            what="position logits δ",
+        )
         if values_checked():
             require_finite_logits(delta, what="position logits δ")
         if mask is None:
@@ -304,8 +314,9 @@ class GAMRelativeAttention(nn.Module):
                     f"batch of y {shape_of(y)}"
                 )
         batch = y.shape[0]
-        z, phi = self.content.heads(y, mask, need_weights=need_weights)  # checks the mask
-        if need_weights:
+        explicit = need_weights or values_checked()  # the value checks need the logits
+        z, phi = self.content.heads(y, mask, need_weights=explicit)  # checks the mask
+        if explicit:
             theta = self.position_weights(positions, mask).expand(batch, -1, -1, -1)
             v = self.content.value(y).reshape(batch, self.n, self.h, self.d // self.h)
             pi = theta @ v.transpose(1, 2)  # (batch, h, n, d_v), like z
