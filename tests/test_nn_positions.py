@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from attnlab import gam_relative_attention
 from attnlab import gam_relative_vectors as np_gam_relative_vectors
 from attnlab.nn import GAMRelativeAttention, ShawRelativeAttention
-from attnlab.nn.positions import combine_geometric, gam_relative_vectors
+from attnlab.nn.positions import REL_EMBEDDINGS, combine_geometric, gam_relative_vectors
 
 
 def shaw_loop(layer: ShawRelativeAttention, x: np.ndarray, mask=None) -> np.ndarray:
@@ -21,7 +22,7 @@ def shaw_loop(layer: ShawRelativeAttention, x: np.ndarray, mask=None) -> np.ndar
     a_k = layer.rel_k.weight.detach().double().numpy()
     a_v = layer.rel_v.weight.detach().double().numpy()
     s, d = x.shape
-    h, d_k, clip = layer.h, layer.d_k, layer.k
+    h, d_k, clip = layer.h, layer.d_k, layer.k_max
     heads = []
     for a in range(h):
         cols = slice(a * d_k, (a + 1) * d_k)
@@ -41,10 +42,10 @@ def shaw_loop(layer: ShawRelativeAttention, x: np.ndarray, mask=None) -> np.ndar
     return np.concatenate(heads, axis=1) @ w_o
 
 
-@pytest.mark.parametrize(("d", "h", "k", "s"), [(6, 2, 2, 7), (4, 1, 0, 3), (8, 4, 5, 4)])
-def test_shaw_module_matches_loop(d, h, k, s):
+@pytest.mark.parametrize(("d", "h", "k_max", "s"), [(6, 2, 2, 7), (4, 1, 0, 3), (8, 4, 5, 4)])
+def test_shaw_module_matches_loop(d, h, k_max, s):
     torch.manual_seed(0)
-    layer = ShawRelativeAttention(d, h, k).double()
+    layer = ShawRelativeAttention(d, h, k_max=k_max).double()
     x = torch.randn(2, s, d, dtype=torch.float64)
     mask = torch.rand(s, s) < 0.7
     mask[0] = False  # one fully-masked query: zero output
@@ -56,12 +57,12 @@ def test_shaw_module_matches_loop(d, h, k, s):
     assert torch.all(weights[:, :, 0] == 0) and torch.all(out[:, 0] == 0)
 
 
-def test_shaw_k0_without_value_table_is_multihead_attention():
-    # With k = 0 every key gets the same a^K: it shifts each row's logits by a constant, which
+def test_shaw_k_max_0_without_value_table_is_multihead_attention():
+    # With k_max = 0 every key gets the same a^K: it shifts each row's logits by a constant, which
     # softmax ignores. With a^V = 0 the layer is plain multi-head attention.
     torch.manual_seed(1)
     d, h = 8, 2
-    layer = ShawRelativeAttention(d, h, k=0)
+    layer = ShawRelativeAttention(d, h, k_max=0)
     with torch.no_grad():
         layer.rel_v.weight.zero_()
     mha = nn.MultiheadAttention(d, h, bias=False, batch_first=True)
@@ -77,7 +78,7 @@ def test_shaw_k0_without_value_table_is_multihead_attention():
 
 def test_shaw_any_length_and_masks():
     torch.manual_seed(2)
-    layer = ShawRelativeAttention(4, 2, k=2)
+    layer = ShawRelativeAttention(4, 2, k_max=2)
     for s in (1, 3, 40):
         out, weights = layer(torch.randn(2, s, 4))
         assert out.shape == (2, s, 4) and torch.allclose(weights.sum(-1), torch.ones(2, 2, s))
@@ -90,7 +91,7 @@ def test_shaw_any_length_and_masks():
 def test_shaw_bad_input():
     with pytest.raises(ValueError, match="divisor"):
         ShawRelativeAttention(6, 4, 1)
-    with pytest.raises(ValueError, match="k must"):
+    with pytest.raises(ValueError, match="k_max must"):
         ShawRelativeAttention(4, 2, -1)
     with pytest.raises(ValueError, match="integer"):
         ShawRelativeAttention(4, 2, 1.5)
@@ -189,6 +190,8 @@ def test_gam_relative_module_fixes_n_and_validates():
             GAMRelativeAttention(4, 3, c1=c1)
     with pytest.raises(ValueError, match="combine"):
         GAMRelativeAttention(4, 3, combine="mean")
+    with pytest.raises(ValueError, match="rel_embedding must be one of 'none', 'scaled', 'layer"):
+        GAMRelativeAttention(4, 3, rel_embedding="layer_norm")
 
 
 def test_gam_relative_module_mask():
@@ -222,3 +225,76 @@ def test_gam_relative_module_batched_positions_match_numpy():
         expected = w_s[0] * xi[0] + w_s[1] * xi[1]
         np.testing.assert_allclose(theta[b, 0].detach().numpy(), expected, atol=1e-10)
     assert not np.allclose(theta[0].detach().numpy(), theta[1].detach().numpy())
+
+
+# ---- GAM: how r^α is embedded (rel_embedding) ------------------------------------------------
+
+
+def test_rel_embedding_choices_are_the_three_documented():
+    assert set(REL_EMBEDDINGS) == {"none", "scaled", "layernorm"}
+    assert GAMRelativeAttention(4, 3).rel_embedding == "none"  # chapter 09's default
+
+
+@pytest.mark.parametrize("rel_embedding", ["none", "scaled", "layernorm"])
+def test_rel_embedding_shapes_and_no_extra_parameters(rel_embedding):
+    torch.manual_seed(7)
+    layer = GAMRelativeAttention(6, 4, h=2, n_brains=2, rel_embedding=rel_embedding)
+    baseline = GAMRelativeAttention(6, 4, h=2, n_brains=2)
+    out, (phi, theta) = layer(torch.randn(3, 4, 6), positions=torch.tensor([[0, 2, 3, 9]] * 3))
+    assert out.shape == (3, 4, 6) and phi.shape == theta.shape == (3, 2, 4, 4)
+    assert layer.embedded_positions(torch.tensor([0, 1, 2, 3])).shape == (4, 6)
+    torch.testing.assert_close(theta.sum(-1), torch.ones(3, 2, 4), atol=1e-6, rtol=0)
+    count = sum(p.numel() for p in layer.parameters())
+    assert count == sum(p.numel() for p in baseline.parameters())
+
+
+def test_rel_embedding_scaled_is_none_on_r_over_n():
+    # Independent reference: r from numpy's closed form, divided by n, through W^R and b^R.
+    torch.manual_seed(8)
+    n, d = 5, 4
+    scaled = GAMRelativeAttention(d, n, rel_embedding="scaled").double()
+    positions = torch.tensor([1, 2, 5, 6, 11])
+    r = np_gam_relative_vectors(positions.numpy()).astype(np.float64)
+    w_r = scaled.embed.weight.detach().numpy().T
+    b_r = scaled.embed.bias.detach().numpy()
+    p = scaled.embedded_positions(positions).detach().numpy()
+    np.testing.assert_allclose(p, (r / n) @ w_r + b_r, atol=1e-12)
+    # and "none" with the same weights on r / n, i.e. on positions scaled down by n
+    none = GAMRelativeAttention(d, n).double()
+    none.load_state_dict(scaled.state_dict())
+    np.testing.assert_allclose(none.embed(torch.as_tensor(r / n)).detach().numpy(), p, atol=1e-12)
+    assert not np.allclose(none.embedded_positions(positions).detach().numpy(), p)
+
+
+def test_rel_embedding_layernorm_rows_have_mean_0_variance_1():
+    torch.manual_seed(9)
+    n, d = 6, 8
+    layer = GAMRelativeAttention(d, n, rel_embedding="layernorm").double()
+    positions = torch.tensor([[0, 1, 2, 3, 4, 5], [2, 3, 7, 8, 20, 40]])
+    p = layer.embedded_positions(positions).detach().numpy()
+    np.testing.assert_allclose(p.mean(axis=-1), 0.0, atol=1e-12)
+    np.testing.assert_allclose(p.var(axis=-1), 1.0, atol=1e-3)  # LayerNorm's eps = 1e-5
+    raw = layer.embed(gam_relative_vectors(positions).double()).detach().numpy()
+    expected = (raw - raw.mean(-1, keepdims=True)) / np.sqrt(raw.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(p, expected, atol=1e-12)
+    # "none" does not have that property: its rows are far from unit variance
+    none = GAMRelativeAttention(d, n).double()
+    none.load_state_dict(layer.state_dict())
+    assert none.embedded_positions(positions).detach().numpy().var(axis=-1).max() > 2.0
+
+
+@pytest.mark.parametrize("rel_embedding", ["none", "scaled", "layernorm"])
+def test_rel_embedding_training_smoke(rel_embedding):
+    # A few Adam steps on a fixed regression target lower the loss and keep every value finite.
+    torch.manual_seed(10)
+    layer = GAMRelativeAttention(4, 5, h=2, n_brains=2, n1=2.0, rel_embedding=rel_embedding)
+    y, target = torch.randn(8, 5, 4), torch.randn(8, 5, 4)
+    opt = torch.optim.Adam(layer.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(30):
+        opt.zero_grad()
+        loss = F.mse_loss(layer(y)[0], target)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert all(math.isfinite(v) for v in losses) and losses[-1] < 0.9 * losses[0]

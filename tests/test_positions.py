@@ -81,12 +81,12 @@ def test_shift_matrix_odd_d():
 
 
 def test_relative_index_matches_loop():
-    for n, k in [(1, 0), (5, 0), (6, 2), (4, 10)]:
+    for n, k_max in [(1, 0), (5, 0), (6, 2), (4, 10)]:
         expected = np.zeros((n, n), dtype=int)
         for i in range(n):
             for j in range(n):
-                expected[i, j] = max(-k, min(k, j - i)) + k
-        np.testing.assert_array_equal(relative_position_index(n, k), expected)
+                expected[i, j] = max(-k_max, min(k_max, j - i)) + k_max
+        np.testing.assert_array_equal(relative_position_index(n, k_max=k_max), expected)
 
 
 def test_relative_index_tensor2tensor_and_hf_conventions():
@@ -98,10 +98,10 @@ def test_relative_index_tensor2tensor_and_hf_conventions():
     np.testing.assert_array_equal(relative_position_index(n, n - 1).T, hf)
 
 
-@pytest.mark.parametrize("k", [-1, -5])
-def test_relative_index_negative_k(k):
-    with pytest.raises(ValueError, match="clipping distance"):
-        relative_position_index(4, k)
+@pytest.mark.parametrize("k_max", [-1, -5])
+def test_relative_index_negative_k_max(k_max):
+    with pytest.raises(ValueError, match="k_max .the clipping distance"):
+        relative_position_index(4, k_max)
 
 
 def loop_shaw(q, k, v, a_k, a_v, mask=None):

@@ -7,8 +7,8 @@ plus the construction that closes the loop with chapter 01.
 * **Sinusoidal absolute positions** (Vaswani et al. 2017): a fixed ``(n, d)`` table added to
   the token vectors, :func:`sinusoidal_positions`, with :func:`sinusoidal_shift_matrix`, the
   rotation that moves every row ``k`` places along.
-* **Clipped relative positions** (Shaw et al. 2018): two learned tables of ``2k+1`` vectors
-  indexed by the signed distance ``j - i`` clipped to ``[-k, k]``,
+* **Clipped relative positions** (Shaw et al. 2018): two learned tables of ``2 k_max + 1``
+  vectors indexed by the signed distance ``j - i`` clipped to ``[-k_max, k_max]``,
   :func:`relative_position_index` and :func:`shaw_attention`.
 * **GAM relative positions** (Pandya 2022, eq. 20–29): per token a vector ``r^α`` of corpus
   distances, :func:`gam_relative_vectors`, from which a learned embedding ``p^α`` feeds a
@@ -162,21 +162,22 @@ def sinusoidal_shift_matrix(k: float, d: int, base: float = 10000.0) -> np.ndarr
 # ---------------------------------------------------------------------------------------------
 
 
-def relative_position_index(n: int, k: int) -> np.ndarray:
-    """Shaw et al.'s table index ``clip(j - i, -k, k) + k`` for query ``i`` and key ``j``.
+def relative_position_index(n: int, k_max: int) -> np.ndarray:
+    """Shaw et al.'s table index ``clip(j - i, -k_max, k_max) + k_max`` for query ``i``, key ``j``.
 
     Parameters
     ----------
     n : int
         Sequence length, ``n >= 1``.
-    k : int
-        Clipping distance, ``k >= 0``: all keys further than ``k`` to one side share a vector.
+    k_max : int
+        Clipping distance, ``k_max >= 0``: all keys further than ``k_max`` to one side share a
+        vector.
 
     Returns
     -------
     numpy.ndarray
-        Integer indices in ``0 … 2k``; index ``k`` is the token itself, ``k + 1`` the next
-        token to the right, ``k - 1`` the one to the left.
+        Integer indices in ``0 … 2 k_max``; index ``k_max`` is the token itself, ``k_max + 1``
+        the next token to the right, ``k_max - 1`` the one to the left.
 
     Shapes
     ------
@@ -185,31 +186,31 @@ def relative_position_index(n: int, k: int) -> np.ndarray:
     Raises
     ------
     ValueError
-        If ``n < 1`` or ``k < 0`` (or either is not an integer).
+        If ``n < 1`` or ``k_max < 0`` (or either is not an integer).
 
     Examples
     --------
     >>> from attnlab import relative_position_index
-    >>> relative_position_index(4, 1)
+    >>> relative_position_index(4, k_max=1)
     array([[1, 2, 2, 2],
            [0, 1, 2, 2],
            [0, 0, 1, 2],
            [0, 0, 0, 1]])
     """
     n = _check_size(n, "n", 1)
-    k = _check_size(k, "k (the clipping distance)", 0)
+    k_max = _check_size(k_max, "k_max (the clipping distance)", 0)
     positions = np.arange(n)
     distance = positions[None, :] - positions[:, None]  # [i, j] = j - i
-    return np.clip(distance, -k, k) + k
+    return np.clip(distance, -k_max, k_max) + k_max
 
 
 def _check_tables(a_k: np.ndarray, a_v: np.ndarray, d_k: int, d_v: int) -> int:
-    """Validate Shaw's tables ``a_k (2k+1, d_k)``, ``a_v (2k+1, d_v)``; return ``k``."""
-    require_ndim(a_k, "a_k", 2, "(2k+1, d_k)")
-    require_ndim(a_v, "a_v", 2, "(2k+1, d_v)")
+    """Validate Shaw's tables ``a_k (2k_max+1, d_k)``, ``a_v (2k_max+1, d_v)``; return k_max."""
+    require_ndim(a_k, "a_k", 2, "(2k_max+1, d_k)")
+    require_ndim(a_v, "a_v", 2, "(2k_max+1, d_v)")
     if a_k.shape[0] != a_v.shape[0] or a_k.shape[0] % 2 == 0:
         raise ValueError(
-            f"a_k and a_v must both have 2k+1 rows (an odd number): got shapes {a_k.shape} "
+            f"a_k and a_v must both have 2k_max+1 rows (an odd number): got shapes {a_k.shape} "
             f"and {a_v.shape}"
         )
     if a_k.shape[1] != d_k or a_v.shape[1] != d_v:
@@ -230,12 +231,12 @@ def shaw_attention(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Self-attention with Shaw et al.'s relative position tables added to keys and values.
 
-    With ``a^K_ij = a_k[clip(j-i, -K, K) + K]`` and ``a^V_ij`` likewise,
+    With ``a^K_ij = a_k[clip(j-i, -k_max, k_max) + k_max]`` and ``a^V_ij`` likewise,
 
     ``e_ij = q_i · (k_j + a^K_ij) / sqrt(d_k)``, ``α_ij = softmax_j(e_ij)``,
     ``z_i = Σ_j α_ij (v_j + a^V_ij)``,
 
-    where the clipping distance ``K`` is read from the tables' ``2K+1`` rows.
+    where the clipping distance ``k_max`` is read from the tables' ``2 k_max + 1`` rows.
 
     Parameters
     ----------
@@ -245,7 +246,7 @@ def shaw_attention(
     v : array_like
         Projected values.
     a_k, a_v : array_like
-        The tables, one row per clipped distance ``-K … K`` (shared by all heads, as in the
+        The tables, one row per clipped distance ``-k_max … k_max`` (shared by all heads, as in the
         paper).
     mask : array_like of bool, optional
         ``True`` where query ``i`` may attend to key ``j``, broadcastable to ``(..., s, s)``.
@@ -260,7 +261,7 @@ def shaw_attention(
 
     Shapes
     ------
-    ``q, k (..., s, d_k)``, ``v (..., s, d_v)``, ``a_k (2K+1, d_k)``, ``a_v (2K+1, d_v)`` →
+    ``q, k (..., s, d_k)``, ``v (..., s, d_v)``, ``a_k (2k_max+1, d_k)``, ``a_v (2k_max+1, d_v)`` →
     ``out (..., s, d_v)``, ``weights (..., s, s)``.
 
     Raises
@@ -275,7 +276,7 @@ def shaw_attention(
     >>> import numpy as np
     >>> from attnlab import shaw_attention
     >>> q = k = np.zeros((3, 2)); v = np.zeros((3, 1))
-    >>> a_k = np.array([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])   # K = 1: no key bias
+    >>> a_k = np.array([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])   # k_max = 1: no key bias
     >>> a_v = np.array([[-1.0], [0.0], [1.0]])                 # values say "left" or "right"
     >>> out, w = shaw_attention(q, k, v, a_k, a_v)
     >>> out.ravel().round(3)          # token 0 sees one self + two right; token 2 the mirror

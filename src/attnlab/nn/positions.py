@@ -1,8 +1,8 @@
 """Relative positions in PyTorch (chapter 09): Shaw et al. (2018) and GAM (Pandya 2022).
 
 * :class:`ShawRelativeAttention`: multi-head self-attention with two learned tables
-  ``a^K``, ``a^V`` of ``2k+1`` vectors each, indexed by the key's distance ``j - i`` from the
-  query clipped to ``[-k, k]`` and shared by all heads.
+  ``a^K``, ``a^V`` of ``2 k_max + 1`` vectors each, indexed by the key's distance ``j - i``
+  from the query clipped to ``[-k_max, k_max]`` and shared by all heads.
 * :class:`GAMRelativeAttention`: the relative-position branch of the generalized attention
   mechanism (eq. 20–29), mixed with content attention either linearly (``c_1``) or by a
   geometric mean.
@@ -16,11 +16,15 @@ import math
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from attnlab.gam import gam_init_std
 from attnlab.nn.attention import masked_softmax
 from attnlab.nn.gam import GeneralizedAttention, gam_logits
 from attnlab.positions import relative_position_index
+
+REL_EMBEDDINGS = ("none", "scaled", "layernorm")
+"""The choices of :class:`GAMRelativeAttention`'s ``rel_embedding`` (the paper fixes none)."""
 
 
 def _prepare_mask(mask: Tensor, logits_shape: torch.Size) -> Tensor:
@@ -45,14 +49,15 @@ class ShawRelativeAttention(nn.Module):
     """Multi-head self-attention with Shaw et al.'s clipped relative position representations.
 
     For each head, with ``q = x W^Q``, ``k = x W^K``, ``v = x W^V`` split into ``h`` heads of
-    width ``d_k = d / h`` and ``a^K_ij = rel_k[clip(j - i, -k, k) + k]`` (likewise ``a^V``),
+    width ``d_k = d / h`` and ``a^K_ij = rel_k[clip(j - i, -k_max, k_max) + k_max]`` (likewise
+    ``a^V``),
 
     ``e_ij = q_i · (k_j + a^K_ij) / sqrt(d_k)``, ``α = softmax_j(e)``,
     ``z_i = Σ_j α_ij (v_j + a^V_ij)``,
 
-    and the heads are concatenated and projected by ``W^O``. The two tables have ``2k+1`` rows
-    of width ``d_k`` and are shared by all heads, as in the paper; a sequence of any length
-    works, because every distance beyond ``k`` reuses the end rows.
+    and the heads are concatenated and projected by ``W^O``. The two tables have
+    ``2 k_max + 1`` rows of width ``d_k`` and are shared by all heads, as in the paper; a
+    sequence of any length works, because every distance beyond ``k_max`` reuses the end rows.
 
     Parameters
     ----------
@@ -60,8 +65,8 @@ class ShawRelativeAttention(nn.Module):
         Model width.
     h : int
         Number of heads; must divide ``d``.
-    k : int
-        Clipping distance, ``k >= 0``.
+    k_max : int
+        Clipping distance, ``k_max >= 0``.
     bias : bool
         Whether the four projections have biases (``False`` by default, as in the equations).
 
@@ -70,7 +75,7 @@ class ShawRelativeAttention(nn.Module):
     w_q, w_k, w_v, w_o : torch.nn.Linear
         Projections ``(d → d)``; ``nn.Linear`` stores its weight as ``(out, in)``.
     rel_k, rel_v : torch.nn.Embedding
-        The tables ``a^K`` and ``a^V``, weights of shape ``(2k+1, d_k)``, initialised
+        The tables ``a^K`` and ``a^V``, weights of shape ``(2 k_max + 1, d_k)``, initialised
         ``N(0, 1/d_k)``.
 
     Shapes
@@ -81,8 +86,8 @@ class ShawRelativeAttention(nn.Module):
     Raises
     ------
     ValueError
-        At construction if ``d``, ``h`` or ``k`` is not an integer, ``h`` does not divide ``d``
-        or ``k < 0``; in ``forward`` if ``x`` is not ``(batch, s, d)`` or the mask is not
+        At construction if ``d``, ``h`` or ``k_max`` is not an integer, ``h`` does not divide
+        ``d`` or ``k_max < 0``; in ``forward`` if ``x`` is not ``(batch, s, d)`` or the mask is not
         boolean or has the wrong shape.
 
     Examples
@@ -90,28 +95,28 @@ class ShawRelativeAttention(nn.Module):
     >>> import torch
     >>> from attnlab.nn import ShawRelativeAttention
     >>> _ = torch.manual_seed(0)
-    >>> layer = ShawRelativeAttention(d=8, h=2, k=3)
+    >>> layer = ShawRelativeAttention(d=8, h=2, k_max=3)
     >>> out, w = layer(torch.randn(4, 10, 8))
     >>> tuple(out.shape), tuple(w.shape), bool(torch.allclose(w.sum(-1), torch.ones(4, 2, 10)))
     ((4, 10, 8), (4, 2, 10, 10), True)
     """
 
-    def __init__(self, d: int, h: int, k: int, *, bias: bool = False) -> None:
+    def __init__(self, d: int, h: int, k_max: int, *, bias: bool = False) -> None:
         super().__init__()
-        for name, value in (("d", d), ("h", h), ("k", k)):
+        for name, value in (("d", d), ("h", h), ("k_max", k_max)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{name} must be an integer, got {name}={value!r}")
         if d < 1 or h < 1 or d % h:
             raise ValueError(f"h must be a positive divisor of d: got d={d}, h={h}")
-        if k < 0:
-            raise ValueError(f"the clipping distance k must be >= 0, got k={k}")
-        self.d, self.h, self.k, self.d_k = d, h, k, d // h
+        if k_max < 0:
+            raise ValueError(f"the clipping distance k_max must be >= 0, got k_max={k_max}")
+        self.d, self.h, self.k_max, self.d_k = d, h, k_max, d // h
         self.w_q = nn.Linear(d, d, bias=bias)
         self.w_k = nn.Linear(d, d, bias=bias)
         self.w_v = nn.Linear(d, d, bias=bias)
         self.w_o = nn.Linear(d, d, bias=bias)
-        self.rel_k = nn.Embedding(2 * k + 1, self.d_k)
-        self.rel_v = nn.Embedding(2 * k + 1, self.d_k)
+        self.rel_k = nn.Embedding(2 * k_max + 1, self.d_k)
+        self.rel_v = nn.Embedding(2 * k_max + 1, self.d_k)
         for table in (self.rel_k, self.rel_v):
             nn.init.normal_(table.weight, std=self.d_k**-0.5)
 
@@ -122,7 +127,8 @@ class ShawRelativeAttention(nn.Module):
         ------
         ``→ (s, s, d_k)`` each.
         """
-        index = torch.as_tensor(relative_position_index(s, self.k), device=self.rel_k.weight.device)
+        index = relative_position_index(s, self.k_max)
+        index = torch.as_tensor(index, device=self.rel_k.weight.device)
         return self.rel_k(index), self.rel_v(index)
 
     def _split(self, t: Tensor) -> Tensor:
@@ -219,7 +225,8 @@ class GAMRelativeAttention(nn.Module):
     Position branch, per head ``a``:
 
     1. ``r^α = |p_α - p_i| + 1`` from the tokens' corpus positions (eq. 27–29);
-    2. ``p^α = r^α W^R + b^R``, a learned linear embedding ``R^n → R^d`` (eq. 26);
+    2. ``p^α = r^α W^R + b^R``, a learned linear embedding ``R^n → R^d`` (eq. 26), with the
+       normalisation chosen by ``rel_embedding`` (below);
     3. ``δ_{a,i} = Σ_rt f(p^α_r p^β_t) (B^P_{a,i})_rt`` with the same feature function
        (:func:`attnlab.nn.gam.gam_logits`), ``ξ = softmax(δ)``, ``Θ_a = Σ_i W^S_{a,i} ξ_{a,i}``
        with ``W^S = softmax(free parameters)`` (non-negative, sums to one, like ``W^P``);
@@ -228,6 +235,19 @@ class GAMRelativeAttention(nn.Module):
     The two are combined per head before ``W_O``: ``c1 z + (1 - c1) π`` (eq. 20, ``c1`` a
     fixed hyperparameter in ``(0, 1)``) or the signed geometric mean (eq. 25 with the rule of
     :func:`combine_geometric`).
+
+    **How r^α is embedded** (``rel_embedding``). The paper does not specify how the integer
+    vectors ``r^α`` (entries ``1 … n``, and more when the positions have gaps) become ``p^α``;
+    every choice here is the book's, not Pandya's. Three are offered, none with extra
+    parameters (so parameter counts do not depend on the choice):
+
+    * ``"none"`` (default): ``p^α = r^α W^R + b^R`` on the raw integers. With PyTorch's
+      default initialisation of ``W^R`` the entries of ``p`` have a standard deviation of
+      several units, while ``B^P`` is initialised (:func:`attnlab.gam.gam_init_std`) for
+      unit-variance inputs.
+    * ``"scaled"``: ``p^α = (r^α / n) W^R + b^R``, the integers scaled to about unit range.
+    * ``"layernorm"``: ``p^α = LayerNorm(r^α W^R + b^R)`` without learned gain or bias, so
+      each row of ``p`` has mean 0 and variance 1 (the scale is left to ``B^P``).
 
     **How the module fixes n.** ``r^α`` has one entry per token of the sequence, so the
     embedding's input size is the sequence length: the module is built for one length ``n``
@@ -253,6 +273,8 @@ class GAMRelativeAttention(nn.Module):
         Content weight of the linear combination, ``0 < c1 < 1``.
     bias : bool
         Biases of the value and output projections.
+    rel_embedding : str
+        How ``r^α`` is embedded: ``"none"``, ``"scaled"`` or ``"layernorm"`` (see above).
 
     Shapes
     ------
@@ -263,7 +285,8 @@ class GAMRelativeAttention(nn.Module):
     Raises
     ------
     ValueError
-        At construction on ``n < 1``, ``c1`` outside ``(0, 1)``, an unknown ``combine`` (or
+        At construction on ``n < 1``, ``c1`` outside ``(0, 1)``, an unknown ``combine`` or
+        ``rel_embedding`` (or
         as :class:`~attnlab.nn.gam.GeneralizedAttention`); in ``forward`` on an input whose length
         is not ``n`` or positions that are not strictly increasing.
 
@@ -290,8 +313,12 @@ class GAMRelativeAttention(nn.Module):
         combine: str = "linear",
         c1: float = 0.5,
         bias: bool = True,
+        rel_embedding: str = "none",
     ) -> None:
         super().__init__()
+        if rel_embedding not in REL_EMBEDDINGS:
+            choices = ", ".join(repr(c) for c in REL_EMBEDDINGS)
+            raise ValueError(f"rel_embedding must be one of {choices}, got {rel_embedding!r}")
         if n < 1:
             raise ValueError(f"the sequence length n must be >= 1, got n={n}")
         if combine not in ("linear", "geometric"):
@@ -300,6 +327,7 @@ class GAMRelativeAttention(nn.Module):
             raise ValueError(f"c1 must lie strictly between 0 and 1 (eq. 20), got c1={c1}")
         self.content = GeneralizedAttention(d, h, n_brains, f=f, n1=n1, degree=degree, bias=bias)
         self.d, self.n, self.h, self.combine, self.c1 = d, n, h, combine, float(c1)
+        self.rel_embedding = rel_embedding
         self.embed = nn.Linear(n, d)  # p^α = r^α W^R + b^R, input size n
         init_coeffs = None
         if degree is not None:
@@ -314,14 +342,24 @@ class GAMRelativeAttention(nn.Module):
         return torch.softmax(self.mix_s_logits, dim=-1)
 
     def embedded_positions(self, positions: Tensor) -> Tensor:
-        """``p = r W^R + b^R`` from corpus positions: ``(n,)`` → ``(n, d)``, batched likewise."""
+        """``p^α`` from corpus positions, embedded as ``rel_embedding`` says.
+
+        Shapes
+        ------
+        ``positions (n,)`` or ``(batch, n)`` → ``(n, d)`` or ``(batch, n, d)``.
+        """
         if positions.shape[-1] != self.n:
             raise ValueError(
                 f"this module was built for sequences of length n={self.n} (the input size of "
                 f"the embedding of r^α); got {positions.shape[-1]} positions"
             )
-        r = gam_relative_vectors(positions)
-        return self.embed(r.to(self.embed.weight.dtype))
+        r = gam_relative_vectors(positions).to(self.embed.weight.dtype)
+        if self.rel_embedding == "scaled":
+            r = r / self.n
+        p = self.embed(r)
+        if self.rel_embedding == "layernorm":
+            p = F.layer_norm(p, (self.d,))
+        return p
 
     def position_weights(self, positions: Tensor, mask: Tensor | None = None) -> Tensor:
         """``Θ`` of every head, shape ``(batch or 1, h, n, n)``."""
