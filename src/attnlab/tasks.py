@@ -19,7 +19,7 @@ The three tasks stress different abilities of an attention layer:
   are read from ``n`` sorted, distinct places of a longer stretch of ``span`` corpus
   positions, so *corpus* distance and *slot* distance differ; the label of a token is the
   token exactly ``distance`` corpus positions earlier, when that one was read. Only a model
-  that sees corpus positions (:attr:`TokenTask.positions`) can solve it.
+  that sees corpus positions (``TokenTask.positions``) can solve it.
 
 Nothing is downloaded; each generator returns the same arrays for the same arguments on every
 machine (``numpy.random.default_rng(seed)``).

@@ -4,16 +4,16 @@ Pandya's GAM paper ends by promising a comparison with standard attention that, 
 know, was never published. This package runs a small, honest version of it on a CPU (or a
 GPU with ``--device cuda``):
 
-- :mod:`~attnlab.study.slots`: the attention variants (:data:`ATTENTIONS`), the embedding
+- ``attnlab.study.slots``: the attention variants (:data:`ATTENTIONS`), the embedding
   choices of GAM's relative branch (:data:`EMBEDDINGS`) and the slot adapter;
-- :mod:`~attnlab.study.models`: :class:`StudyModel`, a pre-norm transformer encoder whose
+- ``attnlab.study.models``: :class:`StudyModel`, a pre-norm transformer encoder whose
   self-attention is chosen by name, with learned absolute or relative positions;
-- :mod:`~attnlab.study.runner`: :class:`RunConfig`, :func:`run_one` (train, then validation,
+- ``attnlab.study.runner``: :class:`RunConfig`, :func:`run_one` (train, then validation,
   test and length-generalisation accuracy) and the resumable :func:`run_grid`;
-- :mod:`~attnlab.study.grids`: the named grids (``"full"``, ``"reduced"``), in priority order;
-- :mod:`~attnlab.study.stats`: means with 95 % t-intervals over seeds, the learning rate chosen
+- ``attnlab.study.grids``: the named grids (``"full"``, ``"reduced"``), in priority order;
+- ``attnlab.study.stats``: means with 95 % t-intervals over seeds, the learning rate chosen
   on the validation split, and the rule "different only when the intervals separate";
-- :mod:`~attnlab.study.report`: tables and figures from the CSV, side-by-side step times.
+- ``attnlab.study.report``: tables and figures from the CSV, side-by-side step times.
 
 Command line (writes ``results.csv``, ``summary.md``, ``timing.md`` and PNG figures into
 ``--out``)::

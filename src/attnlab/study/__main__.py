@@ -36,7 +36,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """Parse and check the arguments; every problem ends in :func:`_fail`."""
+    """Parse and check the arguments; every problem ends in ``_fail``."""
     parser = _Parser(
         prog=PROG, description="GAM against standard attention on synthetic tasks (chapter 10)."
     )

@@ -200,7 +200,7 @@ def run_one(config: RunConfig, chunk: int = 50, device: str = "cpu") -> dict[str
     :func:`attnlab.train.train`, seeded by the run's seed and the epoch). The validation set
     (:data:`VAL_SIZE` examples, seed ``2·10**6 + seed``) and the test set (:data:`TEST_SIZE`,
     seed ``10**6 + seed``) use seeds no training batch uses. ``long_accuracy`` is measured on
-    :func:`long_task` when ``long_n > 0`` and the model accepts that length, else ``nan``.
+    ``long_task`` when ``long_n > 0`` and the model accepts that length, else ``nan``.
     The step time is the wall time of training (batch generation included) over the steps.
 
     Returns
@@ -311,7 +311,7 @@ def run_grid(
 
     Each finished run is appended (and flushed to disk) at once, so an interrupted grid loses
     at most the run in progress; calling again with the same configurations skips the
-    finished ones. With ``deadline`` (a :func:`time.monotonic` value) no run starts after
+    finished ones. With ``deadline`` (a ``time.monotonic()`` value) no run starts after
     it. Returns the finished rows of ``configs`` in their order.
     """
     configs = list(configs)

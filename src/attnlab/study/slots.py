@@ -191,7 +191,7 @@ class LuongSelfAttention(nn.Module):
 class CorpusShawAttention(ShawRelativeAttention):
     """Shaw's relative attention whose tables are indexed by clipped *corpus* distances.
 
-    Identical to :class:`attnlab.nn.ShawRelativeAttention` (same parameters, same output)
+    Identical to :class:`attnlab.nn.positions.ShawRelativeAttention` (same parameters, same output)
     when ``positions`` is ``None`` or consecutive; on a gapped window ``a_ij`` is looked up at
     ``clip(p_j - p_i, -k_max, k_max)`` instead of ``clip(j - i, …)``.
 

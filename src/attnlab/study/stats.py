@@ -40,7 +40,7 @@ def t_interval(values: Sequence[float]) -> tuple[float, float, float]:
     Raises
     ------
     ValueError
-        On no values, or more than 31 (the table of :data:`T_975` ends at 30 degrees of
+        On no values, or more than 31 (the table ``T_975`` ends at 30 degrees of
         freedom).
 
     Examples
@@ -80,7 +80,7 @@ def _floats(rows: Iterable[dict[str, str]], column: str) -> list[float]:
 def summarize(rows: Iterable[dict[str, str]]) -> list[dict[str, object]]:
     """One dict per group (first-seen order), at the learning rate chosen on validation.
 
-    Keys: the :data:`GROUP_COLUMNS`; ``lr`` (chosen), ``lrs`` (the rates tried, as text),
+    Keys: the ``GROUP_COLUMNS``; ``lr`` (chosen), ``lrs`` (the rates tried, as text),
     ``seeds``; ``acc_mean``, ``acc_low``, ``acc_high`` (test accuracy, 95 % t-interval),
     ``acc_std``; ``val_mean``; ``long_mean``, ``long_low``, ``long_high`` (``nan`` when the
     model was not tested at another length); ``loss_mean``; ``parameters``; ``ms_per_step``;
