@@ -219,7 +219,7 @@ def test_read_results_rejects_a_foreign_csv_and_leaves_it_untouched(tmp_path, te
 
 def test_named_grids():
     full, reduced = grid("full"), grid("reduced")
-    assert len(set(full)) == len(full) == 220 and len(set(reduced)) == len(reduced) == 8
+    assert len(set(full)) == len(full) == 255 and len(set(reduced)) == len(reduced) == 8
     groups = {}
     for c in full:
         groups.setdefault((c.task, c.attention, c.positions, c.embedding, c.lr, c.layers, c.d), [])
@@ -232,7 +232,7 @@ def test_named_grids():
                      for e in ("none", "layernorm", "scaled")}  # fmt: skip
     assert {c.task for c in full[:45]} == {"gapped"}
     assert {c.layers for c in full} == {1, 2} and {c.lr for c in full} == {1e-3, 3e-3, 1e-2}
-    assert {c.task for c in full} == {"gapped", "shift", "recall", "reverse"}
+    assert {c.task for c in full} == {"gapped", "gapped-far", "shift", "recall", "reverse"}
     saturated = {c.task for c in full if c.positions == "abs" and c.task in ("shift", "reverse")}
     assert saturated == {"shift"}, "at most one task that every method saturates"
     assert all(c.long_n == 32 for c in full if c.task == "shift" and c.positions == "rel")

@@ -11,6 +11,7 @@ from attnlab.tasks import (
     IGNORE,
     TASKS,
     TokenTask,
+    gapped_far_task,
     gapped_shift_task,
     make_task,
     recall_task,
@@ -152,6 +153,12 @@ def test_span_equal_to_n_is_the_plain_shift():
     assert (gapped.positions == np.arange(8)).all()
     x, y = gapped.inputs, gapped.targets
     assert (y[:, :2] == IGNORE).all() and np.array_equal(y[:, 2:], x[:, :-2])
+
+
+def test_gapped_far_is_the_gapped_task_at_distance_ten():
+    far, plain = gapped_far_task(50, seed=2), gapped_shift_task(50, distance=10, seed=2)
+    assert far.name == "gapped-far" and np.array_equal(far.targets, plain.targets)
+    assert np.array_equal(far.positions, plain.positions) and make_task("gapped-far", 3).n == 16
 
 
 def test_token_task_defaults_to_consecutive_positions():

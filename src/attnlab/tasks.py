@@ -27,7 +27,7 @@ machine (``numpy.random.default_rng(seed)``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -338,6 +338,27 @@ def gapped_shift_task(
     return TokenTask("gapped", inputs, targets, vocab, vocab, positions.astype(np.int64), span)
 
 
+def gapped_far_task(num: int, n: int = 16, span: int = 32, seed: int = 0) -> TokenTask:
+    """:func:`gapped_shift_task` with the answer 10 corpus positions back, named ``"gapped-far"``.
+
+    Ten is beyond the clipping distance ``k_max = 8`` of the study's Shaw tables, which then
+    see distances 8, 9, 10, … as one; GAM's ``r`` and learned absolute positions do not clip.
+
+    Shapes
+    ------
+    ``→ inputs (num, n)``, ``targets (num, n)``, ``positions (num, n)``.
+
+    Examples
+    --------
+    >>> from attnlab.tasks import gapped_far_task
+    >>> task = gapped_far_task(2, seed=0)
+    >>> task.name, task.inputs.shape, task.span
+    ('gapped-far', (2, 16), 32)
+    """
+    task = gapped_shift_task(num, n=n, span=span, distance=10, seed=seed)
+    return replace(task, name="gapped-far")
+
+
 #: The tasks of the study by name; each takes ``(num, seed=...)`` and returns sequences of
 #: length 16 with its default arguments.
 TASKS = {
@@ -345,6 +366,7 @@ TASKS = {
     "recall": recall_task,
     "reverse": reverse_task,
     "gapped": gapped_shift_task,
+    "gapped-far": gapped_far_task,
 }
 
 

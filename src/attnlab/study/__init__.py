@@ -4,8 +4,8 @@ Pandya's GAM paper ends by promising a comparison with standard attention that, 
 know, was never published. This package runs a small, honest version of it on a CPU (or a
 GPU with ``--device cuda``):
 
-- ``attnlab.study.slots``: the attention variants (:data:`ATTENTIONS`), the embedding
-  choices of GAM's relative branch (:data:`EMBEDDINGS`) and the slot adapter;
+- ``attnlab.study.slots``: the attention variants (``ATTENTIONS``), the embedding
+  choices of GAM's relative branch (``EMBEDDINGS``) and the slot adapter;
 - ``attnlab.study.models``: :class:`StudyModel`, a pre-norm transformer encoder whose
   self-attention is chosen by name, with learned absolute or relative positions;
 - ``attnlab.study.runner``: :class:`RunConfig`, :func:`run_one` (train, then validation,

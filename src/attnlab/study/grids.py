@@ -17,9 +17,11 @@
 7. ``layers2``: two blocks instead of one on the gapped task;
 8. ``recall``: the content task for the other attentions;
 9. ``brains``: two brains, and their parameter-matched Shaw control (width 42);
-10. ``reverse``: the absolute-position task for the relative models.
+10. ``reverse``: the absolute-position task for the relative models;
+11. ``far``: the gapped task with the answer 10 corpus positions back, beyond the clipping
+    distance ``k_max = 8`` of Shaw's tables (added after the first ten blocks had run).
 
-Every block uses seeds 0–4, n = 16, batches of 32 and :data:`FULL_STEPS` steps.
+Every block uses seeds 0–4, n = 16, batches of 32 and ``FULL_STEPS`` steps.
 """
 
 from __future__ import annotations
@@ -114,6 +116,20 @@ def full_blocks(steps: int = FULL_STEPS) -> dict[str, list[RunConfig]]:
             ],
             steps=steps,
         ),  # fmt: skip
+        "far": _block(
+            [("gapped-far", a, "rel", "-") for a in ("sdpa", "luong")]
+            + [("gapped-far", "sdpa", "abs", "-")]
+            + [
+                ("gapped-far", a, "rel", e)
+                for a, e in (
+                    ("gam-p1", "layernorm"),
+                    ("gam-p2", "layernorm"),
+                    ("gam-p2", "scaled"),
+                    ("gam-poly", "scaled"),
+                )
+            ],
+            steps=steps,
+        ),  # fmt: skip
     }
     return blocks
 
@@ -144,7 +160,7 @@ def grid(name: str = "reduced") -> list[RunConfig]:
     --------
     >>> from attnlab.study import grid
     >>> len(grid("full")), len(grid("reduced"))
-    (220, 8)
+    (255, 8)
     """
     if name == "full":
         return [config for block in full_blocks().values() for config in block]

@@ -46,7 +46,7 @@ class StudyModel(nn.Module):
     n : int
         Sequence length the model is built for (see :attr:`fixed_length`).
     attention : str
-        A key of :data:`ATTENTIONS`.
+        A key of ``ATTENTIONS``.
     positions : str
         ``"abs"``: learned absolute position vectors (one per corpus position ``0 … span-1``)
         are added to the token embeddings; ``"rel"``: no absolute positions, relative ones
@@ -54,7 +54,7 @@ class StudyModel(nn.Module):
     d, h, layers : int
         Width, heads, blocks.
     embedding : str
-        How GAM's relative branch embeds ``r`` (:data:`EMBEDDINGS`);
+        How GAM's relative branch embeds ``r`` (``EMBEDDINGS``);
         ``"none"`` for every other model.
     span : int, optional
         Number of corpus positions (``None``: ``n``, consecutive windows).

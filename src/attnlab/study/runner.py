@@ -198,7 +198,7 @@ def run_one(config: RunConfig, chunk: int = 50, device: str = "cpu") -> dict[str
 
     Training sees fresh batches (generated on the fly, ``chunk`` batches per "epoch" of
     :func:`attnlab.train.train`, seeded by the run's seed and the epoch). The validation set
-    (:data:`VAL_SIZE` examples, seed ``2·10**6 + seed``) and the test set (:data:`TEST_SIZE`,
+    (``VAL_SIZE`` examples, seed ``2·10**6 + seed``) and the test set (``TEST_SIZE``,
     seed ``10**6 + seed``) use seeds no training batch uses. ``long_accuracy`` is measured on
     ``long_task`` when ``long_n > 0`` and the model accepts that length, else ``nan``.
     The step time is the wall time of training (batch generation included) over the steps.
@@ -206,7 +206,7 @@ def run_one(config: RunConfig, chunk: int = 50, device: str = "cpu") -> dict[str
     Returns
     -------
     dict
-        The configuration and the results of :data:`RESULT_COLUMNS`.
+        The configuration and the results of ``RESULT_COLUMNS``.
     """
     if config.steps < 1 or config.steps % chunk and config.steps > chunk:
         raise ValueError(f"steps must be a multiple of {chunk} (or smaller), got {config.steps}")

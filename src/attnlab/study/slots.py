@@ -1,12 +1,12 @@
 """The attention variants of chapter 10's study, each wrapped for one slot of the model.
 
-- :data:`ATTENTIONS`: the attention variants by name (scaled dot-product, Luong's general
+- ``ATTENTIONS``: the attention variants by name (scaled dot-product, Luong's general
   score, GAM with power 1 or 2 or a polynomial, one or two brains);
 - :class:`LuongSelfAttention` and :class:`CorpusShawAttention`: Luong's score and Shaw's
   relative tables, both reading relative positions from *corpus* positions when given (on a
   gapped window the distance between two tokens is their corpus distance, not their slots');
 - :func:`make_attention`: the slot content for a name, with or without relative positions,
-  and for GAM's relative branch the embedding of ``r`` (:data:`EMBEDDINGS`).
+  and for GAM's relative branch the embedding of ``r`` (``EMBEDDINGS``).
 """
 
 from __future__ import annotations
@@ -261,7 +261,7 @@ def make_attention(
     shaw_k: int = 8,
     embedding: str = "none",
 ) -> SelfAttentionSlot:
-    """Build the self-attention named ``name`` (a key of :data:`ATTENTIONS`).
+    """Build the self-attention named ``name`` (a key of ``ATTENTIONS``).
 
     Parameters
     ----------
@@ -277,7 +277,7 @@ def make_attention(
     shaw_k : int
         Clipping distance ``k_max`` of Shaw's tables.
     embedding : str
-        How GAM's relative branch embeds ``r^α`` (:data:`EMBEDDINGS`); must be ``"none"``
+        How GAM's relative branch embeds ``r^α`` (``EMBEDDINGS``); must be ``"none"``
         for the other variants.
 
     Shapes
