@@ -219,7 +219,7 @@ def test_read_results_rejects_a_foreign_csv_and_leaves_it_untouched(tmp_path, te
 
 def test_named_grids():
     full, reduced = grid("full"), grid("reduced")
-    assert len(set(full)) == len(full) == 255 and len(set(reduced)) == len(reduced) == 8
+    assert len(set(full)) == len(full) == 260 and len(set(reduced)) == len(reduced) == 8
     groups = {}
     for c in full:
         groups.setdefault((c.task, c.attention, c.positions, c.embedding, c.lr, c.layers, c.d), [])

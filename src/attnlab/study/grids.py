@@ -19,7 +19,8 @@
 9. ``brains``: two brains, and their parameter-matched Shaw control (width 42);
 10. ``reverse``: the absolute-position task for the relative models;
 11. ``far``: the gapped task with the answer 10 corpus positions back, beyond the clipping
-    distance ``k_max = 8`` of Shaw's tables (added after the first ten blocks had run).
+    distance ``k_max = 8`` of Shaw's tables, with a width-36 Shaw control (added after the
+    first ten blocks had run).
 
 Every block uses seeds 0–4, n = 16, batches of 32 and ``FULL_STEPS`` steps.
 """
@@ -118,7 +119,7 @@ def full_blocks(steps: int = FULL_STEPS) -> dict[str, list[RunConfig]]:
         ),  # fmt: skip
         "far": _block(
             [("gapped-far", a, "rel", "-") for a in ("sdpa", "luong")]
-            + [("gapped-far", "sdpa", "abs", "-")]
+            + [("gapped-far", "sdpa", "abs", "-"), ("gapped-far", "sdpa", "rel", "-", {"d": 36})]
             + [
                 ("gapped-far", a, "rel", e)
                 for a, e in (
@@ -160,7 +161,7 @@ def grid(name: str = "reduced") -> list[RunConfig]:
     --------
     >>> from attnlab.study import grid
     >>> len(grid("full")), len(grid("reduced"))
-    (255, 8)
+    (260, 8)
     """
     if name == "full":
         return [config for block in full_blocks().values() for config in block]
