@@ -178,12 +178,17 @@ class LuongSelfAttention(nn.Module):
         for a, head in enumerate(self.heads):
             logits = head.scores(x, x)  # (batch, s, s): x_i · (W_a x_j)
             if self.rel_k is not None:
-                a_kw = head.w(a_k).expand(batch, -1, -1, -1)
-                logits = logits + torch.einsum("bid,bijd->bij", x, a_kw)
+                # x_i · (W_a a_ij) = (x_i W_a) · a_ij: one d × d product per token, not per pair
+                q = x @ head.w.weight  # (batch, s, d)
+                if a_k.shape[0] == 1:  # the same table for every sequence of the batch
+                    logits = logits + torch.einsum("bid,ijd->bij", q, a_k[0])
+                else:
+                    logits = logits + torch.einsum("bid,bijd->bij", q, a_k)
             weights = masked_softmax(logits, mask)
             z = weights @ v[:, :, a]
             if self.rel_k is not None:
-                z = z + torch.einsum("bij,bijd->bid", weights, a_v.expand(batch, -1, -1, -1))
+                pattern = "bij,ijd->bid" if a_v.shape[0] == 1 else "bij,bijd->bid"
+                z = z + torch.einsum(pattern, weights, a_v[0] if a_v.shape[0] == 1 else a_v)
             outputs.append(z)
         return self.out_proj(torch.cat(outputs, dim=-1))
 
