@@ -40,6 +40,9 @@ def test_out_naming_a_file_is_refused(tmp_path):
     status, _, stderr = _cli("--grid", "reduced", "--out", str(target))
     _one_line_error(status, stderr, "is a file")
     assert target.read_text() == "mine"
+    status, _, stderr = _cli("--grid", "reduced", "--out", str(target / "inside"))
+    _one_line_error(status, stderr, "cannot be created")
+    assert target.read_text() == "mine"
 
 
 @pytest.mark.parametrize(

@@ -68,6 +68,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         _fail(f"--out must name a folder, but {out} is a file")
+    blocker = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        _fail(f"--out cannot be created: {blocker} is a file")
     try:
         args.device = resolve_device(args.device)
         read_results(out / "results.csv")  # refuses a foreign CSV before anything runs
