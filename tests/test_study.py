@@ -23,8 +23,6 @@ from attnlab.study import (
     read_results,
     run_grid,
     run_one,
-    summarize,
-    summary_markdown,
     task_loss,
 )
 from attnlab.tasks import shift_task
@@ -210,44 +208,34 @@ def test_a_half_written_last_line_is_dropped_and_rerun(tmp_path):
     assert [r["seed"] for r in read_results(path)] == ["0", "1"] == [r["seed"] for r in rows]
 
 
-def test_read_results_rejects_a_foreign_csv(tmp_path):
+@pytest.mark.parametrize("text", ["a,b\n1,2\n", "a,b\n1,2", "not a csv at all"])
+def test_read_results_rejects_a_foreign_csv_and_leaves_it_untouched(tmp_path, text):
     path = tmp_path / "other.csv"
-    path.write_text("a,b\n1,2\n")
-    with pytest.raises(ValueError, match="columns"):
+    path.write_text(text)
+    with pytest.raises(ValueError, match="not a results CSV of this study"):
         read_results(path)
-
-
-def test_summary_mean_and_sample_std():
-    rows = [
-        dict(task="shift", attention="sdpa", positions="abs", test_accuracy=str(a),
-             test_loss=str(b), parameters="10", ms_per_step="2.0")
-        for a, b in ((0.5, 1.0), (0.7, 3.0))
-    ]  # fmt: skip
-    (s,) = summarize(rows)
-    assert s["acc_mean"] == pytest.approx(0.6) and s["acc_std"] == pytest.approx(math.sqrt(0.02))
-    assert s["loss_mean"] == pytest.approx(2.0) and s["loss_std"] == pytest.approx(math.sqrt(2.0))
-    assert "| 0.600 ± 0.141 | 2.000 ± 1.414 | 10 | 2.0 |" in summary_markdown(rows)
+    assert path.read_text() == text  # not even the "repair" of a last line touches it
 
 
 def test_named_grids():
     full, reduced = grid("full"), grid("reduced")
-    assert len(full) == 3 * len(ATTENTIONS) * 2 * 3 and len(set(full)) == len(full)
-    assert {(c.task, c.attention, c.positions, c.seed) for c in full} == {
-        (t, a, p, s)
-        for t in ("shift", "recall", "reverse")
-        for a in ATTENTIONS
-        for p in ("abs", "rel")
-        for s in (0, 1, 2)
-    }
-    assert {c.steps for c in full} == {500} and {c.steps for c in reduced} == {150}
-    assert {(c.task, c.attention, c.positions, c.seed) for c in reduced} == {
-        (t, a, p, s)
-        for t in ("shift", "recall", "reverse")
-        for a in ("sdpa", "gam-p1", "gam-p2")
-        for p in ("abs", "rel")
-        for s in (0, 1)
-    }
-    assert len(reduced) == 36
+    assert len(set(full)) == len(full) == 260 and len(set(reduced)) == len(reduced) == 8
+    groups = {}
+    for c in full:
+        groups.setdefault((c.task, c.attention, c.positions, c.embedding, c.lr, c.layers, c.d), [])
+        groups[c.task, c.attention, c.positions, c.embedding, c.lr, c.layers, c.d].append(c.seed)
+    assert all(sorted(seeds) == [0, 1, 2, 3, 4] for seeds in groups.values())  # >= 5 seeds
+    assert {c.steps for c in full} == {800} and {c.steps for c in reduced} == {200}
+    # The embedding ablation comes first: every GAM-relative variant × every embedding.
+    first = {(c.attention, c.embedding) for c in full[:45]}
+    assert first == {(a, e) for a in ("gam-p1", "gam-p2", "gam-poly")
+                     for e in ("none", "layernorm", "scaled")}  # fmt: skip
+    assert {c.task for c in full[:45]} == {"gapped"}
+    assert {c.layers for c in full} == {1, 2} and {c.lr for c in full} == {1e-3, 3e-3, 1e-2}
+    assert {c.task for c in full} == {"gapped", "gapped-far", "shift", "recall", "reverse"}
+    saturated = {c.task for c in full if c.positions == "abs" and c.task in ("shift", "reverse")}
+    assert saturated == {"shift"}, "at most one task that every method saturates"
+    assert all(c.long_n == 32 for c in full if c.task == "shift" and c.positions == "rel")
     with pytest.raises(ValueError, match="unknown grid"):
         grid("huge")
 

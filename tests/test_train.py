@@ -8,7 +8,7 @@ import torch
 from attnlab.data import date_task
 from attnlab.nn import LuongSeq2Seq
 from attnlab.nn.luong import seq2seq_loss, task_tensors
-from attnlab.train import tensor_batches, train
+from attnlab.train import tensor_batches, to_device, train
 
 
 @pytest.fixture
@@ -64,3 +64,42 @@ def test_tensor_batches_and_bad_arguments():
     model = torch.nn.Linear(1, 1)
     with pytest.raises(ValueError, match="finite scalar"):
         train(model, lambda e: [torch.ones(2, 1)], lambda m, b: m(b), progress=False)
+
+
+def test_to_device_moves_nested_tensors_and_keeps_the_rest():
+    batch = (torch.zeros(2), [torch.ones(1, dtype=torch.int64)], {"y": torch.ones(3)}, "label", 3)
+    moved = to_device(batch, "meta")  # the meta device exists on every build, without memory
+    assert moved[0].device.type == "meta" and moved[1][0].device.type == "meta"
+    assert moved[2]["y"].device.type == "meta" and moved[1][0].dtype == torch.int64
+    assert moved[3:] == ("label", 3) and isinstance(moved[1], list)
+    assert batch[0].device.type == "cpu"  # the input is not modified
+
+
+def test_train_on_cpu_device_matches_the_default_and_moves_batches(one_thread):
+    seen = []
+
+    def loss(model, batch):
+        seen.append(batch[0].device.type)
+        return ((model(batch[0]) - batch[1]) ** 2).mean()
+
+    x = torch.linspace(-1, 1, 16).unsqueeze(1)
+    histories = []
+    for device in (None, "cpu"):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(1, 1)
+        histories.append(
+            train(model, lambda e: [(x, 2 * x)], loss, epochs=5, progress=False, device=device)
+        )
+    assert histories[0] == histories[1] and set(seen) == {"cpu"}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_train_on_cuda_moves_model_and_batches(one_thread):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(1, 1)
+    x = torch.linspace(-1, 1, 16).unsqueeze(1)
+    history = train(
+        model, lambda e: [(x, 2 * x)], lambda m, b: ((m(b[0]) - b[1]) ** 2).mean(),
+        epochs=50, lr=0.05, progress=False, device="cuda",
+    )  # fmt: skip
+    assert next(model.parameters()).device.type == "cuda" and history[-1] < history[0]

@@ -15,6 +15,11 @@ The three tasks stress different abilities of an attention layer:
   only *which* token matches: content.
 - :func:`reverse_task` (reversal): ``y_i = x_{n-1-i}``. The distance to the right key
   changes with the query's place in the sequence: absolute position.
+- :func:`gapped_shift_task` (copy at a corpus distance, on gapped windows): the ``n`` tokens
+  are read from ``n`` sorted, distinct places of a longer stretch of ``span`` corpus
+  positions, so *corpus* distance and *slot* distance differ; the label of a token is the
+  token exactly ``distance`` corpus positions earlier, when that one was read. Only a model
+  that sees corpus positions (``TokenTask.positions``) can solve it.
 
 Nothing is downloaded; each generator returns the same arrays for the same arguments on every
 machine (``numpy.random.default_rng(seed)``).
@@ -22,7 +27,7 @@ machine (``numpy.random.default_rng(seed)``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -46,10 +51,15 @@ class TokenTask:
         Number of input token ids.
     vocab_out : int
         Number of label ids.
+    positions : numpy.ndarray, optional
+        Corpus positions of the tokens (int64), strictly increasing along each row, shape
+        ``(N, n)``; ``None`` (the default) means consecutive windows ``0 … n-1``.
+    span : int, optional
+        Every corpus position lies in ``[0, span)``; ``None`` means ``n``.
 
     Shapes
     ------
-    ``inputs (N, n)``, ``targets (N, n)``.
+    ``inputs (N, n)``, ``targets (N, n)``, ``positions (N, n)`` or ``None``.
 
     Examples
     --------
@@ -64,11 +74,24 @@ class TokenTask:
     targets: np.ndarray
     vocab_in: int
     vocab_out: int
+    positions: np.ndarray | None = None
+    span: int | None = None
 
     @property
     def n(self) -> int:
         """The sequence length."""
         return int(self.inputs.shape[1])
+
+    @property
+    def corpus_span(self) -> int:
+        """Number of corpus positions the tokens may come from (``span``, else ``n``)."""
+        return self.n if self.span is None else int(self.span)
+
+    def corpus_positions(self) -> np.ndarray:
+        """Corpus positions ``(N, n)``: the stored ones, or ``0 … n-1`` in every row."""
+        if self.positions is not None:
+            return self.positions
+        return np.broadcast_to(np.arange(self.n, dtype=np.int64), self.inputs.shape)
 
     def __len__(self) -> int:
         return int(self.inputs.shape[0])
@@ -245,20 +268,122 @@ def recall_task(
     )
 
 
+def gapped_shift_task(
+    num: int, n: int = 16, span: int = 32, vocab: int = 10, distance: int = 3, seed: int = 0
+) -> TokenTask:
+    """Copy at a corpus distance, on gapped windows of a longer corpus.
+
+    Each example reads ``n`` tokens from ``n`` distinct corpus positions drawn uniformly from
+    ``0 … span-1`` and sorted (so the gaps between neighbours vary from example to example);
+    tokens are uniform in ``0 … vocab-1``. The label at slot ``i`` is the token of the slot
+    ``j`` whose corpus position is ``positions[i] - distance``; when no slot was read there,
+    the slot is unlabelled (:data:`IGNORE`). The answer's *slot* distance ``i - j`` varies,
+    its *corpus* distance is always ``distance``.
+
+    Parameters
+    ----------
+    num : int
+        Number of examples ``N``.
+    n : int
+        Tokens per example (slots).
+    span : int
+        Corpus positions to draw from, ``span >= n`` (``span == n``: consecutive windows,
+        the plain :func:`shift_task`).
+    vocab : int
+        Token alphabet; labels use the same ids.
+    distance : int
+        Corpus distance of the answer, ``1 <= distance < span``.
+    seed : int
+        Seed of the generator.
+
+    Returns
+    -------
+    TokenTask
+        Named ``"gapped"``, with ``positions`` and ``span`` set.
+
+    Shapes
+    ------
+    ``→ inputs (num, n)``, ``targets (num, n)``, ``positions (num, n)``.
+
+    Raises
+    ------
+    ValueError
+        If a size is not positive, ``span < n`` or ``distance`` is not in ``[1, span)``.
+
+    Examples
+    --------
+    >>> from attnlab.tasks import gapped_shift_task
+    >>> task = gapped_shift_task(1, n=5, span=9, distance=2, seed=0)
+    >>> p, x, y = task.positions[0], task.inputs[0], task.targets[0]
+    >>> p.tolist()
+    [1, 2, 3, 6, 8]
+    >>> [int(x[p.tolist().index(q - 2)]) if q - 2 in p else -100 for q in p] == y.tolist()
+    True
+    """
+    _check_positive(num=num, n=n, span=span, vocab=vocab, distance=distance)
+    if span < n:
+        raise ValueError(f"span must be at least the length n={n}, got span={span}")
+    if distance >= span:
+        raise ValueError(f"distance must be smaller than span={span}, got distance={distance}")
+    rng = np.random.default_rng(seed)
+    positions = np.sort(np.argsort(rng.random((num, span)), axis=1)[:, :n], axis=1)
+    inputs = rng.integers(0, vocab, size=(num, n), dtype=np.int64)
+    # The slot read at corpus position q, or -1: a lookup table per example.
+    slot_of = np.full((num, span), -1, dtype=np.int64)
+    rows = np.arange(num)[:, None]
+    slot_of[rows, positions] = np.arange(n)
+    source = positions - distance
+    j = np.where(source >= 0, slot_of[rows, np.maximum(source, 0)], -1)
+    targets = np.where(j >= 0, inputs[rows, np.maximum(j, 0)], IGNORE).astype(np.int64)
+    return TokenTask("gapped", inputs, targets, vocab, vocab, positions.astype(np.int64), span)
+
+
+def gapped_far_task(num: int, n: int = 16, span: int = 32, seed: int = 0) -> TokenTask:
+    """:func:`gapped_shift_task` with the answer 10 corpus positions back, named ``"gapped-far"``.
+
+    Ten is beyond the clipping distance ``k_max = 8`` of the study's Shaw tables, which then
+    see distances 8, 9, 10, … as one; GAM's ``r`` and learned absolute positions do not clip.
+
+    Shapes
+    ------
+    ``→ inputs (num, n)``, ``targets (num, n)``, ``positions (num, n)``.
+
+    Examples
+    --------
+    >>> from attnlab.tasks import gapped_far_task
+    >>> task = gapped_far_task(2, seed=0)
+    >>> task.name, task.inputs.shape, task.span
+    ('gapped-far', (2, 16), 32)
+    """
+    task = gapped_shift_task(num, n=n, span=span, distance=10, seed=seed)
+    return replace(task, name="gapped-far")
+
+
 #: The tasks of the study by name; each takes ``(num, seed=...)`` and returns sequences of
 #: length 16 with its default arguments.
-TASKS = {"shift": shift_task, "recall": recall_task, "reverse": reverse_task}
+TASKS = {
+    "shift": shift_task,
+    "recall": recall_task,
+    "reverse": reverse_task,
+    "gapped": gapped_shift_task,
+    "gapped-far": gapped_far_task,
+}
 
 
-def make_task(name: str, num: int, seed: int = 0) -> TokenTask:
-    """Generate ``num`` examples of the task ``name`` (a key of :data:`TASKS`) with defaults.
+def make_task(name: str, num: int, seed: int = 0, **kwargs: int) -> TokenTask:
+    """Generate ``num`` examples of the task ``name`` (a key of :data:`TASKS`).
+
+    Keyword arguments go to the generator (for example ``n=32`` for a longer
+    :func:`shift_task`); without them every task has length 16.
 
     Examples
     --------
     >>> from attnlab.tasks import make_task
     >>> make_task("recall", 3, seed=1).inputs.shape
     (3, 16)
+    >>> make_task("shift", 2, seed=1, n=32).inputs.shape
+    (2, 32)
     """
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
-    return TASKS[name](num, seed=seed)
+    return TASKS[name](num, seed=seed, **kwargs)

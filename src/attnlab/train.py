@@ -80,6 +80,7 @@ def train(
     seed: int = 0,
     progress: bool = True,
     desc: str = "training",
+    device: str | torch.device | None = None,
 ) -> list[float]:
     """Train ``model`` with Adam and return the loss of every step.
 
@@ -104,6 +105,9 @@ def train(
         Show a tqdm progress bar (turn it off in notebooks and tests).
     desc : str
         Label of the progress bar.
+    device : str or torch.device, optional
+        Move the model there first, and every tensor of every batch (a tensor, or tuples,
+        lists and dicts of them) before ``loss_fn`` sees it. ``None``: move nothing.
 
     Returns
     -------
@@ -128,6 +132,9 @@ def train(
     """
     if epochs <= 0:
         raise ValueError(f"epochs must be positive, got {epochs}")
+    if device is not None:
+        device = torch.device(device)
+        model.to(device)
     torch.manual_seed(seed)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
@@ -135,7 +142,7 @@ def train(
     bar = tqdm(total=None, desc=desc, disable=not progress, unit="step")
     for epoch in range(epochs):
         for batch in batches(epoch):
-            loss = loss_fn(model, batch)
+            loss = loss_fn(model, batch if device is None else to_device(batch, device))
             if loss.dim() != 0 or not torch.isfinite(loss):
                 raise ValueError(f"loss must be a finite scalar, got {loss}")
             optimiser.zero_grad()
@@ -149,6 +156,30 @@ def train(
     bar.close()
     model.eval()
     return history
+
+
+def to_device(batch: Any, device: str | torch.device) -> Any:
+    """``batch`` with every tensor moved to ``device`` (tuples, lists and dicts recursively).
+
+    Anything that is not a tensor or a container of them is returned unchanged.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnlab.train import to_device
+    >>> moved = to_device((torch.zeros(2), {"y": torch.ones(1)}, 3), "cpu")
+    >>> moved[0].device.type, moved[1]["y"].device.type, moved[2]
+    ('cpu', 'cpu', 3)
+    """
+    if isinstance(batch, Tensor):
+        return batch.to(device)
+    if isinstance(batch, tuple):
+        return tuple(to_device(b, device) for b in batch)
+    if isinstance(batch, list):
+        return [to_device(b, device) for b in batch]
+    if isinstance(batch, dict):
+        return {key: to_device(value, device) for key, value in batch.items()}
+    return batch
 
 
 def count_parameters(module: nn.Module) -> int:

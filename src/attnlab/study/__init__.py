@@ -1,0 +1,75 @@
+"""The study of chapter 10: GAM against standard attention on small synthetic tasks.
+
+Pandya's GAM paper ends by promising a comparison with standard attention that, as far as we
+know, was never published. This package runs a small, honest version of it on a CPU (or a
+GPU with ``--device cuda``):
+
+- ``attnlab.study.slots``: the attention variants (``ATTENTIONS``), the embedding
+  choices of GAM's relative branch (``EMBEDDINGS``) and the slot adapter;
+- ``attnlab.study.models``: :class:`StudyModel`, a pre-norm transformer encoder whose
+  self-attention is chosen by name, with learned absolute or relative positions;
+- ``attnlab.study.runner``: :class:`RunConfig`, :func:`run_one` (train, then validation,
+  test and length-generalisation accuracy) and the resumable :func:`run_grid`;
+- ``attnlab.study.grids``: the named grids (``"full"``, ``"reduced"``), in priority order;
+- ``attnlab.study.stats``: means with 95 % t-intervals over seeds, the learning rate chosen
+  on the validation split, and the rule "different only when the intervals separate";
+- ``attnlab.study.report``: tables and figures from the CSV, side-by-side step times.
+
+Command line (writes ``results.csv``, ``summary.md``, ``timing.md`` and PNG figures into
+``--out``)::
+
+    python -m attnlab.study --grid full --out book/study
+"""
+
+from attnlab.study.grids import GRIDS, grid
+from attnlab.study.models import Block, StudyModel
+from attnlab.study.report import (
+    accuracy_markdown,
+    plot_accuracy,
+    plot_curves,
+    plot_embedding_ablation,
+    summary_markdown,
+    time_attentions,
+    timing_markdown,
+    write_report,
+)
+from attnlab.study.runner import (
+    COLUMNS,
+    CONFIG_COLUMNS,
+    CURVE_POINTS,
+    RESULT_COLUMNS,
+    TEST_SIZE,
+    VAL_SIZE,
+    RunConfig,
+    build_model,
+    evaluate,
+    read_results,
+    resolve_device,
+    run_grid,
+    run_one,
+    task_loss,
+    token_cross_entropy,
+)
+from attnlab.study.slots import (
+    ATTENTIONS,
+    EMBEDDINGS,
+    POSITIONS,
+    AttentionSpec,
+    CorpusShawAttention,
+    LuongSelfAttention,
+    SelfAttentionSlot,
+    make_attention,
+    uses_embedding,
+)
+from attnlab.study.stats import find, separated, summarize, t_interval
+
+__all__ = [
+    "ATTENTIONS", "COLUMNS", "CONFIG_COLUMNS", "CURVE_POINTS", "EMBEDDINGS", "GRIDS",
+    "POSITIONS", "RESULT_COLUMNS", "TEST_SIZE", "VAL_SIZE", "AttentionSpec", "Block",
+    "CorpusShawAttention", "LuongSelfAttention", "RunConfig", "SelfAttentionSlot", "StudyModel",
+    "accuracy_markdown", "build_model", "evaluate", "grid", "make_attention", "plot_accuracy",
+    "plot_curves", "plot_embedding_ablation", "read_results", "resolve_device", "run_grid",
+    "run_one", "find", "separated", "summarize", "summary_markdown", "t_interval", "task_loss",
+    "time_attentions", "timing_markdown", "token_cross_entropy", "uses_embedding",
+    "write_report",
+]  # fmt: skip

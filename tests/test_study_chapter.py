@@ -1,0 +1,152 @@
+"""Chapter 10 quotes only numbers that book/study/results.csv (or timing.md) gives.
+
+Every number in the chapter's results prose is a myst-nb ``glue`` reference. This test reads
+the values glued into the stored notebook and recomputes each one from the committed CSV with
+plain Python (its own grouping, its own choice of the learning rate on validation accuracy, its
+own t-interval), so a quoted number that no longer matches the CSV fails here. It also checks
+that every glue reference in the markdown has a value, and that the results sections type no
+decimal number by hand.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "10_gam_study.ipynb"
+CSV = ROOT / "book" / "study" / "results.csv"
+TIMING = ROOT / "book" / "study" / "timing.md"
+#: t_{0.975, df} from a printed table (Student's t), for df = 1 … 9.
+T = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+GLUE_ROLE = re.compile(r"\{glue:md\}`([^`]+)`")
+
+
+def _cells():
+    return json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+
+
+def glued() -> dict[str, str]:
+    """name → the markdown text glued into the stored notebook."""
+    values = {}
+    for cell in _cells():
+        for out in cell.get("outputs", []):
+            scrapbook = out.get("metadata", {}).get("scrapbook", {})
+            if "name" in scrapbook:
+                prefix = scrapbook.get("mime_prefix", "")
+                values[scrapbook["name"]] = out["data"][f"{prefix}text/markdown"]
+    return values
+
+
+def _rows() -> list[dict[str, str]]:
+    with CSV.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _group(key: str) -> list[dict[str, str]]:
+    """The runs of one group at the rate with the best mean validation accuracy."""
+    task, attention, positions, embedding, *extra = key.split(".")
+    layers, d = "1", "32"
+    for token in extra:
+        layers = token[:-1] if token.endswith("L") else layers
+        d = token[1:] if token.startswith("d") else d
+    runs = [
+        r for r in _rows()
+        if (r["task"], r["attention"], r["positions"], r["embedding"], r["layers"], r["d"])
+        == (task, attention, positions, embedding, layers, d)
+    ]  # fmt: skip
+    assert runs, f"no rows for {key}"
+    rates = {r["lr"] for r in runs}
+
+    def val(rate):
+        return statistics.fmean(float(r["val_accuracy"]) for r in runs if r["lr"] == rate)
+
+    best = max(sorted(rates, key=float), key=val)  # ties: the smallest rate
+    return [r for r in runs if r["lr"] == best]
+
+
+def _interval(values: list[float]) -> str:
+    mean = sum(values) / len(values)
+    if len(values) == 1:
+        return f"{mean:.3f}"
+    half = T[len(values) - 1] * statistics.stdev(values) / math.sqrt(len(values))
+    return f"{mean:.3f} [{mean - half:.3f}, {mean + half:.3f}]"
+
+
+def expected(name: str) -> str | None:
+    """The text a glue name must hold, recomputed from the CSV (None: not a CSV number)."""
+    stat, _, key = name.partition(".")
+    if stat in ("acc", "long"):
+        column = "test_accuracy" if stat == "acc" else "long_accuracy"
+        return _interval([float(r[column]) for r in _group(key)])
+    if stat == "params":
+        if "." not in key:
+            return None  # counted by the notebook from the models, not read from the CSV
+        return f"{int(_group(key)[0]['parameters']):,}"
+    if stat == "lr":
+        return _group(key)[0]["lr"]
+    if stat == "seeds":
+        return str(len(_group(key)))
+    if name == "csv.rows":
+        return str(len(_rows()))
+    if name == "csv.train_minutes":
+        return f"{sum(float(r['seconds']) for r in _rows()) / 60:.0f}"
+    if name == "timing.wall_minutes":
+        return re.search(r"took ([\d.]+) min of wall time", TIMING.read_text()).group(1)
+    return None
+
+
+def test_the_chapter_glues_numbers_from_the_csv():
+    values = glued()
+    checked = [name for name in values if expected(name) is not None]
+    assert len(checked) >= 20, f"only {len(checked)} glued CSV numbers: the check sees nothing"
+    wrong = {n: (values[n], expected(n)) for n in checked if values[n] != expected(n)}
+    assert not wrong, f"glued value != value recomputed from the CSV: {wrong}"
+
+
+def test_every_glue_reference_has_a_value():
+    values = glued()
+    names = {m for c in _cells() if c["cell_type"] == "markdown"
+             for m in GLUE_ROLE.findall("".join(c["source"]))}  # fmt: skip
+    assert names, "the chapter quotes no glued number"
+    assert names <= set(values), f"referenced but never glued: {sorted(names - set(values))}"
+
+
+def test_results_prose_types_no_decimal_numbers():
+    """Sections 10.5 and 10.6 quote results only through glue: no typed 0.97 or 1.000."""
+    text, inside = [], False
+    for cell in _cells():
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "markdown":
+            continue
+        if "## 10.5" in source:
+            inside = True
+        if inside:
+            text.append(GLUE_ROLE.sub("GLUED", source))
+        if "## 10.7" in source:
+            break
+    typed = re.findall(r"(?<![\w.])\d+\.\d{2,}", re.sub(r"`[^`]*`", "", "\n".join(text)))
+    assert text and not typed, f"numbers typed into the results prose: {typed}"
+
+
+def test_the_recomputation_by_hand():
+    """The test's own interval, on numbers worked by hand: s = sqrt(0.005), half = 0.0878."""
+    assert _interval([0.5, 0.7, 0.6, 0.6, 0.6]) == "0.600 [0.512, 0.688]"
+    assert _interval([1.0, 1.0]) == "1.000 [1.000, 1.000]"
+    with pytest.raises(AssertionError, match="no rows"):
+        expected("acc.gapped.no-such-attention.rel.-")
+
+
+def test_a_quote_that_disagrees_with_the_csv_fails(monkeypatch):
+    """The main check can fail: one glued number changed by hand is reported."""
+    values = glued()
+    name = next(n for n in values if n.startswith("acc.") and expected(n) is not None)
+    monkeypatch.setitem(globals(), "glued", lambda: values | {name: "0.123 [0.100, 0.146]"})
+    with pytest.raises(AssertionError, match=name.replace(".", r"\.")):
+        test_the_chapter_glues_numbers_from_the_csv()
