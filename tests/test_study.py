@@ -94,7 +94,7 @@ def test_luong_self_attention_equals_one_brain_gam_with_the_same_weights():
         luong.value.load_state_dict(gam.value.state_dict())
         luong.out_proj.load_state_dict(gam.out_proj.state_dict())
     x = torch.randn(3, 5, d)
-    assert torch.allclose(luong(x), gam(x)[0], atol=1e-5)
+    assert torch.allclose(luong(x), gam(x), atol=1e-5)
 
 
 def test_luong_self_attention_against_a_float64_loop():
