@@ -33,6 +33,7 @@ CHAPTERS = (
     "07_luong_attention",
     "08_generalized_attention",
     "09_positions",
+    "10_gam_study",
 )
 COMPARISONS = {"allclose", "array_equal", "isclose", "equal", "array_equiv"}
 ERRATUM_LABEL = re.compile(r"^\(err-[\w-]+\)=", re.M)
