@@ -3,7 +3,7 @@
 :func:`~attnlab.gam.gam_init_std` plays for GAM's ``B`` the role that ``1/sqrt(d_k)`` plays
 for scaled dot-product attention (chapter 08): it keeps the logits of standard-normal inputs
 at variance one for every feature function, through the Gaussian moments below. Re-exported
-(and documented) by :mod:`attnlab.gam` and by :mod:`attnlab`.
+(and documented) by :mod:`attnlab.gam` and by ``attnlab``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 exponent GAM needs the real power of a possibly negative number,
 :func:`~attnlab.gam.signed_power`; the logits (:mod:`attnlab.gam`) and the initialisation
 (:mod:`attnlab.gam_init`) both read ``f`` as a list of ``(A_l, exponent)`` terms. The public
-name is re-exported (and documented) by :mod:`attnlab.gam` and by :mod:`attnlab`.
+name is re-exported (and documented) by :mod:`attnlab.gam` and by ``attnlab``.
 """
 
 from __future__ import annotations
