@@ -275,7 +275,7 @@ def test_bad_input_raises(kwargs, message):
 
 
 def test_gaussian_moments_closed_forms():
-    from attnlab.gam import _gaussian_abs_moment, _gaussian_moment
+    from attnlab.gam_init import _gaussian_abs_moment, _gaussian_moment
 
     assert math.isclose(_gaussian_abs_moment(1), math.sqrt(2 / math.pi))
     assert math.isclose(_gaussian_abs_moment(2), 1.0)

@@ -6,346 +6,51 @@ Run it from the command line::
     python -m attnlab.assign notebooks/05_multi_head_attention.ipynb --out hw5/
     python -m attnlab.assign notebooks/ --list                  # the exercise inventory only
 
-What changes in a student version (and nothing else does):
-
-* Every code cell tagged ``solution`` (and any code cell between ``solution-start`` and
-  ``solution-end``) becomes a stub: its imports and the signature and docstring of each
-  function or class it defines are kept, each body becomes ``# YOUR CODE HERE`` plus
-  ``raise NotImplementedError``; a cell that defines no function becomes that stub alone.
-* Solution prose goes: the ``solution-start`` / ``solution-end`` fences, every markdown cell
-  between them, and every one-piece ``{solution}`` block.
-* Outputs and execution counts are cleared.
-
 Self-check cells (``assert check("05.2", answer)``) are untouched: they now fail until the
 student answers. The command refuses to write into a non-empty folder unless ``--force`` is
 given, so running it twice never overwrites a student's work by accident.
+
+One module per concept: the transform of one notebook (:func:`student_version`,
+:func:`stub_source`, :func:`exercises_in`) is :mod:`attnlab.student`, re-exported here; this
+module reads and writes the files (:func:`assign`) and is the command (:func:`main`).
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import copy
-import io
-import re
 import shutil
 import sys
-import tokenize
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
-SOLUTION_TAG = "solution"
-ANSWER_TAG = "answer"
-STUB_COMMENT = "# YOUR CODE HERE"
-STUB_RAISE = "raise NotImplementedError"
-
-_DIRECTIVE = re.compile(r"^ {0,3}(?P<fence>`{3,}|:{3,})\s*\{(?P<name>[\w-]+)\}\s*(?P<arg>.*)$")
-_LABEL = re.compile(r"^\s*:label:\s*(?P<label>\S+)\s*$")
-_CHECK_CALL = re.compile(r"\bcheck\(\s*(?P<quote>['\"])(?P<id>\d{2}\.\d+)(?P=quote)")
-_SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", "_build"}
-
-_NOTE = (
-    "**Student version.** Each exercise's solution has been replaced by `{comment}` and "
-    "`{raise_}`: write your answer there, then run the cell after it, which calls "
-    "`check(...)` and tells you whether your answer behaves like the reference on fresh "
-    "random cases (and, if not, on which input it differs)."
+from attnlab.student import (
+    ANSWER_TAG,
+    SOLUTION_TAG,
+    STUB_COMMENT,
+    STUB_RAISE,
+    Exercise,
+    check_ids_in,
+    exercises_in,
+    stub_source,
+    student_version,
 )
 
+__all__ = [
+    "SOLUTION_TAG",
+    "ANSWER_TAG",
+    "STUB_COMMENT",
+    "STUB_RAISE",
+    "stub_source",
+    "student_version",
+    "Exercise",
+    "check_ids_in",
+    "exercises_in",
+    "assign",
+    "main",
+]
 
-# ---- code cells -----------------------------------------------------------------------------
-def _python_view(source: str) -> str:
-    """``source`` with IPython magics turned into Python (same lines where possible)."""
-    try:
-        from IPython.core.inputtransformer2 import TransformerManager
-    except ImportError:  # pragma: no cover - IPython comes with every Jupyter install
-        return source
-    return TransformerManager().transform_cell(source)
-
-
-def _header_end(lines: list[str], def_line: int) -> tuple[int, int]:
-    """(line, column), 1-based line, of the ``:`` that ends the ``def``/``class`` header."""
-    text = "\n".join(lines[def_line - 1 :]) + "\n"
-    depth = 0
-    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-        if tok.type != tokenize.OP:
-            continue
-        if tok.string in "([{":
-            depth += 1
-        elif tok.string in ")]}":
-            depth -= 1
-        elif tok.string == ":" and depth == 0:
-            return def_line + tok.start[0] - 1, tok.start[1]
-    raise ValueError(f"no ':' ends the header on line {def_line}")  # pragma: no cover
-
-
-def _docstring_node(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> ast.Expr | None:
-    first = node.body[0]
-    if (
-        isinstance(first, ast.Expr)
-        and isinstance(first.value, ast.Constant)
-        and isinstance(first.value.value, str)
-    ):
-        return first
-    return None
-
-
-def _header_and_docstring(
-    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, lines: list[str]
-) -> tuple[list[str], str]:
-    """The source lines of decorators, header and docstring of ``node``, and the body indent."""
-    start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-    colon_line, colon_col = _header_end(lines, node.lineno)
-    kept = lines[start - 1 : colon_line - 1] + [lines[colon_line - 1][: colon_col + 1]]
-    body_indent = " " * (node.col_offset + 4)
-    doc = _docstring_node(node)
-    if doc is not None and doc.lineno > colon_line:
-        kept += lines[doc.lineno - 1 : doc.end_lineno]
-        body_indent = " " * doc.col_offset
-    elif node.body[0].lineno > colon_line:
-        body_indent = " " * node.body[0].col_offset
-    return kept, body_indent
-
-
-def _stub_function(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str]) -> list[str]:
-    kept, indent = _header_and_docstring(node, lines)
-    return kept + [indent + STUB_COMMENT, indent + STUB_RAISE]
-
-
-def _stub_class(node: ast.ClassDef, lines: list[str]) -> list[str]:
-    kept, indent = _header_and_docstring(node, lines)
-    members: list[list[str]] = []
-    for child in node.body:
-        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-            members.append(_stub_function(child, lines))
-        elif isinstance(child, ast.ClassDef):
-            members.append(_stub_class(child, lines))
-    if not members:
-        return kept + [indent + STUB_COMMENT, indent + "pass"]
-    for member in members:
-        kept += [""] + member if kept[-1].strip() else member
-    return kept
-
-
-def _assigned_names(node: ast.stmt) -> list[str]:
-    targets: list[ast.expr] = []
-    if isinstance(node, ast.Assign):
-        targets = list(node.targets)
-    elif isinstance(node, ast.AnnAssign | ast.AugAssign):
-        targets = [node.target]
-    names: list[str] = []
-    for target in targets:
-        names += [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
-    return names
-
-
-def stub_source(source: str) -> str:
-    """The student's stub for the source of one solution cell.
-
-    Imports stay; each top-level function keeps its decorators, signature and docstring and
-    gets the body ``# YOUR CODE HERE`` / ``raise NotImplementedError``; each class keeps its
-    header and docstring and gets stubs of its methods. Everything else goes. A cell that
-    defines no function or class becomes the stub alone, naming the variables the solution
-    assigned, so the student knows what to define.
-
-    Examples
-    --------
-    >>> print(stub_source('def double(x: float) -> float:\\n    \"\"\"Twice x.\"\"\"\\n'
-    ...                   '    return 2 * x\\n\\nprint(double(3))'))
-    def double(x: float) -> float:
-        \"\"\"Twice x.\"\"\"
-        # YOUR CODE HERE
-        raise NotImplementedError
-    >>> print(stub_source("import numpy as np\\nanswer = np.sqrt(2)"))
-    import numpy as np
-    <BLANKLINE>
-    # YOUR CODE HERE (define: answer)
-    raise NotImplementedError
-    """
-    try:
-        tree = ast.parse(_python_view(source))
-    except SyntaxError:
-        tree = ast.Module(body=[], type_ignores=[])
-    lines = source.splitlines()
-    imports: list[str] = []
-    definitions: list[list[str]] = []
-    names: list[str] = []
-    for node in tree.body:
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            imports += lines[node.lineno - 1 : node.end_lineno]
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            definitions.append(_stub_function(node, lines))
-        elif isinstance(node, ast.ClassDef):
-            definitions.append(_stub_class(node, lines))
-        else:
-            names += [n for n in _assigned_names(node) if n not in names]
-    if not definitions:
-        comment = STUB_COMMENT + (f" (define: {', '.join(names)})" if names else "")
-        definitions.append([comment, STUB_RAISE])
-    blocks = ["\n".join(imports)] if imports else []
-    blocks += ["\n".join(d) for d in definitions]
-    separator = "\n\n\n" if len(definitions) > 1 else "\n\n"
-    return separator.join(blocks)
-
-
-# ---- markdown cells -------------------------------------------------------------------------
-def _closing_fence(lines: list[str], start: int, fence: str) -> int:
-    """Index of the line closing the fence opened on ``lines[start]`` (last line if none)."""
-    closing = re.compile(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}\s*$")
-    for i in range(start + 1, len(lines)):
-        if closing.match(lines[i]):
-            return i
-    return len(lines) - 1
-
-
-def _strip_solution_markdown(text: str, inside: bool) -> tuple[str, bool]:
-    """Remove solution fences and the prose inside solution blocks from one markdown cell.
-
-    ``inside`` says whether the cell starts inside a ``solution-start`` block; the second
-    return value says whether it ends inside one.
-    """
-    lines = text.splitlines()
-    kept: list[str] = []
-    i = 0
-    while i < len(lines):
-        match = _DIRECTIVE.match(lines[i])
-        if match and match["name"] in ("solution", "solution-start", "solution-end"):
-            if match["name"] == "solution-start":
-                inside = True
-            elif match["name"] == "solution-end":
-                inside = False
-            i = _closing_fence(lines, i, match["fence"]) + 1
-            continue
-        if not inside:
-            kept.append(lines[i])
-        i += 1
-    return "\n".join(kept).strip("\n"), inside
-
-
-# ---- whole notebooks ------------------------------------------------------------------------
-def _tags(cell: nbformat.NotebookNode) -> list[str]:
-    return list(cell.get("metadata", {}).get("tags", []))
-
-
-def _clear(cell: nbformat.NotebookNode) -> None:
-    if cell.cell_type == "code":
-        cell.outputs = []
-        cell.execution_count = None
-    cell.metadata.pop("execution", None)
-
-
-def student_version(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """A student copy of ``nb``: solutions stubbed, solution prose removed, outputs cleared.
-
-    Raises
-    ------
-    ValueError
-        If a ``solution-start`` block is never closed by ``solution-end`` (the rest of the
-        notebook, self-checks included, would otherwise vanish).
-    """
-    student = copy.deepcopy(nb)
-    cells = []
-    inside = False
-    opened_at = -1
-    for index, cell in enumerate(student.cells):
-        if cell.cell_type == "markdown":
-            was_inside = inside
-            cell.source, inside = _strip_solution_markdown(cell.source, inside)
-            if inside and not was_inside:
-                opened_at = index
-            _clear(cell)
-            if cell.source.strip():
-                cells.append(cell)
-        elif cell.cell_type == "code":
-            tags = _tags(cell)
-            if SOLUTION_TAG in tags or inside:
-                cell.source = stub_source(cell.source)
-                tags = [t for t in tags if t != SOLUTION_TAG] + [ANSWER_TAG]
-                cell.metadata["tags"] = tags
-            _clear(cell)
-            cells.append(cell)
-        elif not inside:  # raw cells outside solutions stay
-            cells.append(cell)
-    if inside:
-        raise ValueError(
-            f"cell {opened_at} opens a solution-start block that no solution-end closes"
-        )
-    note = nbformat.v4.new_markdown_cell(
-        _NOTE.format(comment=STUB_COMMENT, raise_=STUB_RAISE), id="attnlab-student-note"
-    )
-    if (student.nbformat, student.nbformat_minor) < (4, 5):  # cell ids came with nbformat 4.5
-        del note["id"]
-    first_is_title = bool(cells) and cells[0].cell_type == "markdown"
-    cells.insert(1 if first_is_title else 0, note)
-    student.cells = cells
-    return student
-
-
-@dataclass
-class Exercise:
-    """One exercise of a notebook, as found by ``exercises_in``."""
-
-    label: str
-    title: str
-    solution_code_cells: int = 0
-    check_ids: list[str] = field(default_factory=list)
-
-    @property
-    def kind(self) -> str:
-        """``"code"`` if the solution has code cells, else ``"written"``."""
-        return "code" if self.solution_code_cells else "written"
-
-
-def check_ids_in(source: str) -> list[str]:
-    """Exercise ids of the ``check("NN.k", ...)`` calls in a code cell's source, in order.
-
-    Examples
-    --------
-    >>> check_ids_in('assert check("05.2", heads)\\ncheck(\\'05.3\\', w_o)')
-    ['05.2', '05.3']
-    """
-    return [m["id"] for m in _CHECK_CALL.finditer(source)]
-
-
-def exercises_in(nb: nbformat.NotebookNode) -> list[Exercise]:
-    """The exercises of a notebook: label, title, solution code cells and self-check ids.
-
-    A check id ``"NN.k"`` belongs to the exercise labelled ``ex-NN-k`` (the book's
-    convention); a solution belongs to the label named after ``solution-start``.
-    """
-    found: dict[str, Exercise] = {}
-    inside = False
-    current = ""
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            lines = cell.source.splitlines()
-            for i, line in enumerate(lines):
-                match = _DIRECTIVE.match(line)
-                if not match:
-                    continue
-                name = match["name"]
-                if name in ("exercise", "exercise-start"):
-                    label = next(
-                        (m["label"] for m in map(_LABEL.match, lines[i + 1 : i + 6]) if m), ""
-                    )
-                    if label:
-                        found.setdefault(label, Exercise(label, match["arg"].strip()))
-                elif name in ("solution-start", "solution"):
-                    current = match["arg"].split()[0] if match["arg"].split() else ""
-                    inside = name == "solution-start"
-                elif name == "solution-end":
-                    inside = False
-        elif cell.cell_type == "code":
-            if (SOLUTION_TAG in _tags(cell) or inside) and current in found:
-                found[current].solution_code_cells += 1
-            for exercise_id in check_ids_in(cell.source):
-                chapter, number = exercise_id.split(".")
-                label = f"ex-{chapter}-{number}"
-                exercise = found.setdefault(label, Exercise(label, ""))
-                if exercise_id not in exercise.check_ids:
-                    exercise.check_ids.append(exercise_id)
-    return list(found.values())
+_SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", "_build"}
 
 
 def _notebooks(source: Path) -> list[Path]:

@@ -24,88 +24,30 @@ which costs ``O(L (n M^2 + n^2 M))`` instead of the ``O(n^2 M^2)`` of the pairwi
 
 Scaled dot-product attention is the special case of one brain, ``f`` the identity and
 ``B = W_Q W_Kᵀ / sqrt(d_k)`` (eq. 10–12).
+
+One module per concept, re-exported here: the feature function (:func:`signed_power`) in
+:mod:`attnlab.gam_power`, the initialisation (:func:`gam_init_std`) in :mod:`attnlab.gam_init`;
+the logits and the attention are defined here.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from attnlab._validate import (
     as_float_array,
-    check_float,
-    check_int,
     require_finite,
     require_finite_logits,
     require_ndim,
 )
 from attnlab.attention import _check_mask
+from attnlab.gam_init import gam_init_std
+from attnlab.gam_power import _power_terms, signed_power
 from attnlab.softmax import softmax
 
-_FEATURES = ("power", "poly")
-
-
-def _is_integer(p: float) -> bool:
-    """True if ``p`` is a whole number (``2`` and ``2.0`` both count)."""
-    return float(p).is_integer()
-
-
-def signed_power(x: np.typing.ArrayLike, n1: float) -> np.ndarray:
-    """The real power ``x^{n1}`` extended to negative ``x``: the feature map of GAM's ``f``.
-
-    * Integer ``n1``: the exact power ``x**n1`` (so ``(-2)**2 = 4`` and ``(-2)**3 = -8``).
-    * Non-integer ``n1``: the signed power ``sign(x) * |x|**n1``.
-
-    Why this rule. The paper's eq. 17 applies ``(y_r y_t)^{n1}`` to products that are
-    negative half of the time, and a negative number has no real non-integer power (numpy
-    returns NaN). The signed power is the odd extension of ``x^{n1}`` from ``x ≥ 0``: it agrees
-    with the real power for ``x ≥ 0`` (the only place where a floating-point power with a
-    non-integer exponent is real), is continuous and increasing for ``n1 > 0``, and, the
-    property GAM needs, it is *multiplicative*: ``g(ab) = g(a) g(b)`` because
-    ``sign(ab) = sign(a) sign(b)`` and ``|ab|^p = |a|^p |b|^p``. The exact integer power is
-    multiplicative too, so both keep the factorisation ``f(y_r y_t) = g(y_r) g(y_t)``.
-
-    The rule is discontinuous in ``n1`` at even integers: ``x**2`` is even in ``x`` while
-    ``sign(x)|x|**2.0001`` is odd. Treat ``n1`` as a hyperparameter, not as a value to learn.
-
-    Parameters
-    ----------
-    x : array_like
-        Real numbers.
-    n1 : float
-        The exponent; must be positive (eq. 17 requires ``n1 > 0``).
-
-    Returns
-    -------
-    numpy.ndarray
-        Same shape and float dtype as ``x``.
-
-    Shapes
-    ------
-    ``x (...)`` → ``(...)``.
-
-    Raises
-    ------
-    ValueError
-        If ``n1`` is not a positive finite number.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from attnlab import signed_power
-    >>> signed_power(np.array([-2.0, 3.0]), 2)        # integer: exact power
-    array([4., 9.])
-    >>> signed_power(np.array([-4.0, 4.0]), 0.5)      # non-integer: signed power
-    array([-2.,  2.])
-    """
-    x = as_float_array(x, "x")
-    if not (math.isfinite(n1) and n1 > 0):
-        raise ValueError(f"the power n1 must be a positive finite number, got {n1}")
-    if _is_integer(n1):
-        return x ** int(n1)
-    return (np.sign(x) * np.abs(x) ** n1).astype(x.dtype, copy=False)
+__all__ = ["signed_power", "gam_logits", "check_mix", "gam_attention", "gam_init_std"]
 
 
 def _check_y_b(y: np.typing.ArrayLike, b: np.typing.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -127,27 +69,6 @@ def _check_y_b(y: np.typing.ArrayLike, b: np.typing.ArrayLike) -> tuple[np.ndarr
     require_finite(y, "y")
     require_finite(b, "b")
     return y, b
-
-
-def _power_terms(
-    f: str, n1: float, coeffs: Sequence[float] | np.ndarray | None
-) -> list[tuple[float, float]]:
-    """The feature function as a list of ``(A_l, exponent)`` pairs."""
-    if f == "power":
-        if coeffs is not None:
-            raise ValueError('coeffs is only used with f="poly"; for f="power" give n1')
-        return [(1.0, check_float(n1, "n1"))]  # a bool or a string is a TypeError
-    if f == "poly":
-        if coeffs is None:
-            raise ValueError('f="poly" needs coeffs = (A_1, ..., A_L)')
-        a = np.asarray(coeffs, dtype=np.float64)
-        if a.ndim != 1 or a.size == 0 or not np.all(np.isfinite(a)):
-            raise ValueError(
-                f"coeffs must be a non-empty 1-D sequence of finite numbers (A_1, ..., A_L), "
-                f"got shape {a.shape}"
-            )
-        return [(float(a_l), float(power)) for power, a_l in enumerate(a, start=1)]
-    raise ValueError(f"f must be one of {_FEATURES}, got {f!r}")
 
 
 def gam_logits(
@@ -351,84 +272,3 @@ def gam_attention(
     psi = softmax(eps.astype(dtype, copy=False), axis=-1)  # (N_B, n, n)
     phi = np.tensordot(w_p.astype(dtype, copy=False), psi, axes=1)  # (n, n)
     return phi @ (y @ w_v), phi
-
-
-def _gaussian_abs_moment(s: float) -> float:
-    """``E|u|^s`` for a standard normal ``u`` (``s > -1``): ``2^{s/2} Γ((s+1)/2) / √π``."""
-    return 2.0 ** (s / 2) * math.gamma((s + 1) / 2) / math.sqrt(math.pi)
-
-
-def _gaussian_moment(k: int) -> float:
-    """``E[u^k]`` for a standard normal ``u``: 0 for odd ``k``, ``(k-1)!!`` for even ``k``."""
-    return 0.0 if k % 2 else _gaussian_abs_moment(k)
-
-
-def gam_init_std(
-    m: int,
-    *,
-    f: str = "power",
-    n1: float = 1,
-    coeffs: Sequence[float] | np.ndarray | None = None,
-) -> float:
-    """Standard deviation of ``B``'s entries that gives GAM logits of unit variance.
-
-    Assume the elements' entries are independent standard normal (as after a normalising
-    layer) and ``B_rt`` independent, zero-mean with variance ``σ²``. For ``α ≠ β``,
-    ``ε = Σ_rt B_rt f(y^α_r y^β_t)`` is a sum of ``M²`` uncorrelated zero-mean terms, so
-
-    ``Var ε = M² σ² E[f(u v)²]`` with ``u, v`` independent standard normal.
-
-    Power law: ``E[f(uv)²] = (E|u|^{2 n1})²``. Polynomial:
-    ``E[f(uv)²] = Σ_{l,l'} A_l A_l' (E[u^{l+l'}])²``. Setting ``Var ε = 1`` gives
-    ``σ = 1 / (M sqrt(E[f(uv)²]))``; for ``f`` the identity, ``σ = 1 / M``.
-
-    Parameters
-    ----------
-    m : int
-        The width ``M`` of the elements.
-    f, n1, coeffs
-        The feature function, as in :func:`gam_logits`.
-
-    Returns
-    -------
-    float
-        ``σ``.
-
-    Shapes
-    ------
-    Scalars only.
-
-    Raises
-    ------
-    ValueError
-        On ``m < 1`` or a bad feature function.
-
-    Examples
-    --------
-    >>> from attnlab import gam_init_std
-    >>> round(gam_init_std(16), 6), round(gam_init_std(16, n1=2), 6)  # E[u^4] = 3 for n1 = 2
-    (0.0625, 0.020833)
-    """
-    m = check_int(m, "m", minimum=-(2**62))  # a bool or a float is a TypeError
-    if m < 1:
-        raise ValueError(f"m (the width M) must be at least 1, got {m}")
-    terms = _power_terms(f, n1, coeffs)
-    try:
-        if f == "power":
-            second = _gaussian_abs_moment(2 * n1) ** 2
-        else:
-            second = sum(
-                a * a2 * _gaussian_moment(int(p) + int(p2)) ** 2
-                for a, p in terms
-                for a2, p2 in terms
-            )
-    except OverflowError:
-        second = math.inf
-    if not math.isfinite(second):
-        raise ValueError(
-            f"E[f(uv)^2] overflows float64 for n1={n1}, coeffs={coeffs}: the power n1 must "
-            "stay below about 85"
-        )
-    if second <= 0:
-        raise ValueError(f"the feature function is identically zero (coeffs={coeffs})")
-    return 1.0 / (m * math.sqrt(second))

@@ -16,9 +16,13 @@ from attnlab.nn.attention import (
     scaled_dot_product_attention,
 )
 from attnlab.nn.gam import GeneralizedAttention, gam_logits, signed_power
-from attnlab.nn.luong import LuongAttention, LuongSeq2Seq
+from attnlab.nn.luong_attention import LuongAttention
 from attnlab.nn.multihead import AttentionHead, MultiHeadAttention, to_torch_attn_mask
 from attnlab.nn.positions import GAMRelativeAttention, ShawRelativeAttention
+from attnlab.nn.seq2seq import LuongSeq2Seq
+
+# Luong's names come from their defining modules, not from the facade attnlab.nn.luong, so
+# that ``python -m attnlab.nn.luong`` runs a module this package has not imported yet.
 
 __all__: list[str] = [
     "check_values",  # values_checked is importable too; no tensor in, so not in __all__
