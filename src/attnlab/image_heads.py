@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from attnlab.images import ColourTextureTask
 from attnlab.nn import MultiHeadAttention
 
-#: The chapter's protocol: Adam steps, images per batch and learning rate.
+#: Adam steps, images per batch and learning rate of the chapter's protocol.
 STEPS, BATCH, LR = 150, 32, 1e-2
 
 

@@ -3,9 +3,9 @@
 The order is what makes the check hard to fool:
 
 1. every case and its reference are computed first, from a fresh random generator, inside a
-   suspended generator (:func:`_vault`): no frame on the answer's call stack holds a
+   suspended generator (``_vault``): no frame on the answer's call stack holds a
    reference value, and the inputs the references were computed from are private;
-2. the answer gets deep copies of the inputs, in a helper frame (:func:`_call_answer`) that
+2. the answer gets deep copies of the inputs, in a helper frame (``_call_answer``) that
    holds only the answer and those copies, under a time limit (``SIGALRM`` in the main
    thread; no limit elsewhere);
 3. what the answer returned becomes plain data (numeric ndarrays) before the vault judges it;
