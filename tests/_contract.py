@@ -363,6 +363,32 @@ def dims(**ranges: tuple[int, int]) -> Callable[[Any], dict[str, int]]:
     return draw_sizes
 
 
+def sdpa_spec(
+    name: str,
+    sizes: Callable[[Any], dict[str, int]],
+    call: Callable[[dict[str, Any], dict[str, Any]], Any],
+    backend: str = "numpy",
+) -> Spec:
+    """The :class:`Spec` of a scaled dot-product attention (numpy or torch, function or module).
+
+    All of them share one contract: ``q (sq, dk)``, ``k (sk, dk)``, ``v (sk, dv)`` and a
+    boolean ``mask (sq, sk)`` that may broadcast; ``scale`` a positive float (default ``None``);
+    ``dv`` free; ``sq``, ``sk`` and ``dk`` must not be 0.
+    """
+    return Spec(
+        name,
+        {"q": ("sq", "dk"), "k": ("sk", "dk"), "v": ("sk", "dv"), "mask": ("sq", "sk")},
+        sizes,
+        call,
+        backend=backend,
+        floats={"scale": None},
+        free=("dv",),
+        empty=("sq", "sk", "dk"),
+        bool_args=("mask",),
+        no_rank=("mask",),
+    )
+
+
 def torch_dtype(params: dict[str, Any]):
     """The torch dtype a torch spec should build its module in (float64 unless float16)."""
     import torch
@@ -409,6 +435,7 @@ __all__ = [
     "dims",
     "is_overflow_input",
     "numpy_params",
+    "sdpa_spec",
     "torch_dtype",
     "torch_values_checked",
 ]
