@@ -6,6 +6,7 @@
 #   1  it is missing and CI=true: the browser stage must fail, not pass by skipping
 #   2  it is missing elsewhere: the caller skips the browser stage (a loud message is printed)
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/ensure_common.sh"
 
 CHROMIUM="${ATTNLAB_CHROMIUM:-/usr/bin/chromium}"
 
@@ -13,21 +14,13 @@ if [ -x "$CHROMIUM" ]; then
     exit 0
 fi
 
-if command -v apt-get >/dev/null 2>&1; then
-    if [ "$(id -u)" -eq 0 ]; then
-        SUDO=""
-    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-        SUDO="sudo -n"
-    else
-        SUDO="none"
-    fi
-    if [ "$SUDO" != "none" ]; then
-        echo "==> $CHROMIUM not found: installing Debian's chromium with apt-get"
-        export DEBIAN_FRONTEND=noninteractive
-        $SUDO apt-get update -q >/dev/null &&
-            $SUDO apt-get install -y -q chromium >/dev/null ||
-            echo "apt-get could not install chromium"
-    fi
+SUDO="$(apt_sudo)"
+if [ "$SUDO" != "none" ]; then
+    echo "==> $CHROMIUM not found: installing Debian's chromium with apt-get"
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -q >/dev/null &&
+        $SUDO apt-get install -y -q chromium >/dev/null ||
+        echo "apt-get could not install chromium"
 fi
 
 if [ -x "$CHROMIUM" ]; then
@@ -35,16 +28,10 @@ if [ -x "$CHROMIUM" ]; then
     exit 0
 fi
 
-if [ "${CI:-}" = "true" ]; then
-    echo "make test: FAILED: no browser at $CHROMIUM and it could not be installed (CI=true)." >&2
-    exit 1
-fi
-
-cat >&2 <<MSG
+fail_or_skip "make test: FAILED: no browser at $CHROMIUM and it could not be installed (CI=true)." <<MSG
 ################################################################################
 #  BROWSER TESTS SKIPPED: no browser at $CHROMIUM, and it could not be installed
 #  here. The rendered book was NOT checked in a browser. To run this stage:
 #      sudo apt-get install chromium      (or set ATTNLAB_CHROMIUM=/path/to/chromium)
 ################################################################################
 MSG
-exit 2

@@ -7,6 +7,7 @@
 #   1  it does not and CI=true: the grading tests must fail, not pass by skipping
 #   2  it does not elsewhere: the sandboxed grading tests skip (a loud message is printed)
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/ensure_common.sh"
 
 works() {
     [ "$(id -u)" -eq 0 ] && command -v bwrap >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 &&
@@ -19,14 +20,8 @@ if works; then
     exit 0
 fi
 
-if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
-    if [ "$(id -u)" -eq 0 ]; then
-        SUDO=""
-    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-        SUDO="sudo -n"
-    else
-        SUDO="none"
-    fi
+if ! command -v bwrap >/dev/null 2>&1; then
+    SUDO="$(apt_sudo)"
     if [ "$SUDO" != "none" ]; then
         echo "==> bwrap not found: installing Debian's bubblewrap with apt-get"
         export DEBIAN_FRONTEND=noninteractive
@@ -43,12 +38,7 @@ if works; then
     exit 0
 fi
 
-if [ "${CI:-}" = "true" ]; then
-    echo "make test: FAILED: no working bubblewrap sandbox for the grader (CI=true)." >&2
-    exit 1
-fi
-
-cat >&2 <<MSG
+fail_or_skip "make test: FAILED: no working bubblewrap sandbox for the grader (CI=true)." <<MSG
 ################################################################################
 #  SANDBOXED GRADING TESTS SKIPPED: not root, or bubblewrap is missing or
 #  cannot create namespaces here (a container without pid/net namespaces?).
@@ -56,4 +46,3 @@ cat >&2 <<MSG
 #      sudo apt-get install bubblewrap      (and run the tests as root)
 ################################################################################
 MSG
-exit 2

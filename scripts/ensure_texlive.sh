@@ -10,6 +10,7 @@
 #   2  something is missing and could not be installed elsewhere: make test skips its PDF stage
 #      (a loud message is printed); make pdf fails either way
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/ensure_common.sh"
 
 PACKAGES=(
     texlive-xetex              # xelatex: every Unicode character of the prose from real fonts
@@ -52,41 +53,28 @@ if [ -z "$todo" ]; then
     exit 0
 fi
 
-if command -v apt-get >/dev/null 2>&1; then
-    if [ "$(id -u)" -eq 0 ]; then
-        SUDO=""
-    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-        SUDO="sudo -n"
-    else
-        SUDO="none"
+SUDO="$(apt_sudo)"
+if [ "$SUDO" != "none" ]; then
+    echo "==> missing $todo: installing Debian's TeX Live (125 MB download, 400 MB on disk)"
+    export DEBIAN_FRONTEND=noninteractive
+    # Another apt-get (ensure_chromium.sh, a second make) may hold the lock: wait for it.
+    APT=($SUDO apt-get -o DPkg::Lock::Timeout=600 -q -y)
+    LOG=/tmp/attnlab_texlive.log
+    SECONDS=0
+    if ! "${APT[@]}" install --no-install-recommends "${PACKAGES[@]}" >"$LOG" 2>&1; then
+        # The package lists may be missing or stale (a fresh container): update, retry.
+        "${APT[@]}" update >>"$LOG" 2>&1
+        "${APT[@]}" install --no-install-recommends "${PACKAGES[@]}" >>"$LOG" 2>&1 ||
+            { tail -5 "$LOG" >&2; echo "apt-get could not install TeX Live (log: $LOG)" >&2; }
     fi
-    if [ "$SUDO" != "none" ]; then
-        echo "==> missing $todo: installing Debian's TeX Live (125 MB download, 400 MB on disk)"
-        export DEBIAN_FRONTEND=noninteractive
-        # Another apt-get (ensure_chromium.sh, a second make) may hold the lock: wait for it.
-        APT=($SUDO apt-get -o DPkg::Lock::Timeout=600 -q -y)
-        LOG=/tmp/attnlab_texlive.log
-        SECONDS=0
-        if ! "${APT[@]}" install --no-install-recommends "${PACKAGES[@]}" >"$LOG" 2>&1; then
-            # The package lists may be missing or stale (a fresh container): update, retry.
-            "${APT[@]}" update >>"$LOG" 2>&1
-            "${APT[@]}" install --no-install-recommends "${PACKAGES[@]}" >>"$LOG" 2>&1 ||
-                { tail -5 "$LOG" >&2; echo "apt-get could not install TeX Live (log: $LOG)" >&2; }
-        fi
-        todo="$(missing)"
-        if [ -z "$todo" ]; then
-            echo "    TeX Live installed in ${SECONDS}s ($(xelatex --version | head -1))"
-            exit 0
-        fi
+    todo="$(missing)"
+    if [ -z "$todo" ]; then
+        echo "    TeX Live installed in ${SECONDS}s ($(xelatex --version | head -1))"
+        exit 0
     fi
 fi
 
-if [ "${CI:-}" = "true" ]; then
-    echo "make test: FAILED: missing $todo for the PDF, and it could not be installed (CI=true)." >&2
-    exit 1
-fi
-
-cat >&2 <<MSG
+fail_or_skip "make test: FAILED: missing $todo for the PDF, and it could not be installed (CI=true)." <<MSG
 ################################################################################
 #  NO PDF: missing $todo, and it could not be installed here.
 #  make test SKIPS its PDF stage: the book's PDF was NOT built or checked.
@@ -94,4 +82,3 @@ cat >&2 <<MSG
 #      sudo apt-get install --no-install-recommends ${PACKAGES[*]}
 ################################################################################
 MSG
-exit 2

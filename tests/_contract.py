@@ -131,6 +131,26 @@ def _runner(spec: Spec, arrays: dict[str, Any], params: dict[str, Any]) -> Calla
     return run
 
 
+def _case(
+    spec: Spec,
+    kind: str,
+    detail: str,
+    arrays: dict[str, Any],
+    params: dict[str, Any],
+    names: tuple[str, ...],
+) -> Case:
+    """The :class:`Case` that calls ``spec`` on ``arrays`` and ``params`` (one bad input)."""
+    return Case(
+        spec.name,
+        kind,
+        detail,
+        _runner(spec, arrays, params),
+        names,
+        arrays=arrays,
+        params=params,
+    )
+
+
 @st.composite
 def bad_cases(draw: Callable, spec: Spec, kinds: tuple[str, ...] = CLASSES) -> Case:
     """A hypothesis strategy of :class:`Case` objects for ``spec`` (one class of bad input)."""
@@ -154,15 +174,7 @@ def bad_cases(draw: Callable, spec: Spec, kinds: tuple[str, ...] = CLASSES) -> C
             if arrays[name].ndim >= len(spec.args[name]) and name not in spec.exact_rank:
                 assume(False)
             detail = f"{name} flattened to {arrays[name].shape}"
-        return Case(
-            spec.name,
-            kind,
-            detail,
-            _runner(spec, arrays, params),
-            (name,),
-            arrays=arrays,
-            params=params,
-        )
+        return _case(spec, kind, detail, arrays, params, (name,))
     if kind == "size":
         counts: dict[str, list[str]] = {}
         for name, shape in spec.args.items():
@@ -188,15 +200,7 @@ def bad_cases(draw: Callable, spec: Spec, kinds: tuple[str, ...] = CLASSES) -> C
         )
         detail = f"{name} has {symbol}={wrong[symbol]}, the others {sizes[symbol]}"
         names = tuple(dict.fromkeys([name, *counts[symbol]]))
-        return Case(
-            spec.name,
-            kind,
-            detail,
-            _runner(spec, arrays, params),
-            names,
-            arrays=arrays,
-            params=params,
-        )
+        return _case(spec, kind, detail, arrays, params, names)
     if kind == "empty":
         assume(spec.empty)
         symbol = draw(st.sampled_from(spec.empty))
@@ -204,15 +208,7 @@ def bad_cases(draw: Callable, spec: Spec, kinds: tuple[str, ...] = CLASSES) -> C
         arrays = _build(spec, empty_sizes, rng, None)
         names = ("empty", *[n for n, shape in spec.args.items() if symbol in shape])
         detail = f"{symbol} = 0"
-        return Case(
-            spec.name,
-            kind,
-            detail,
-            _runner(spec, arrays, params),
-            names,
-            arrays=arrays,
-            params=params,
-        )
+        return _case(spec, kind, detail, arrays, params, names)
     if kind == "nonfinite":
         assume(float_args)
         name = draw(st.sampled_from(float_args))
@@ -222,15 +218,7 @@ def bad_cases(draw: Callable, spec: Spec, kinds: tuple[str, ...] = CLASSES) -> C
         a.reshape(-1)[draw(st.integers(0, a.size - 1))] = bad
         arrays[name] = a
         detail = f"{name} holds {bad}"
-        return Case(
-            spec.name,
-            kind,
-            detail,
-            _runner(spec, arrays, params),
-            (name,),
-            arrays=arrays,
-            params=params,
-        )
+        return _case(spec, kind, detail, arrays, params, (name,))
     if kind == "dtype":
         assume(float_args)
         name = draw(st.sampled_from(float_args))
@@ -240,15 +228,7 @@ def bad_cases(draw: Callable, spec: Spec, kinds: tuple[str, ...] = CLASSES) -> C
         else:
             arrays[name] = np.round(arrays[name]).astype(np.int64)
             detail = f"{name} is an int64 tensor"
-        return Case(
-            spec.name,
-            kind,
-            detail,
-            _runner(spec, arrays, params),
-            (name,),
-            arrays=arrays,
-            params=params,
-        )
+        return _case(spec, kind, detail, arrays, params, (name,))
     if kind == "type":
         assume(spec.args)
         name = draw(st.sampled_from(list(spec.args)))
@@ -279,15 +259,7 @@ def bad_cases(draw: Callable, spec: Spec, kinds: tuple[str, ...] = CLASSES) -> C
             bad = draw(st.sampled_from([0.0, -1.0, float("nan"), float("inf"), "1"]))
         params[param] = bad
         detail = f"{param}={bad!r}"
-        return Case(
-            spec.name,
-            kind,
-            detail,
-            _runner(spec, arrays, params),
-            (param,),
-            arrays=arrays,
-            params=params,
-        )
+        return _case(spec, kind, detail, arrays, params, (param,))
     # float16: small inputs must match float64; all-300 inputs overflow or match exactly
     overflow = draw(st.booleans())
     if overflow:
@@ -391,6 +363,32 @@ def dims(**ranges: tuple[int, int]) -> Callable[[Any], dict[str, int]]:
     return draw_sizes
 
 
+def sdpa_spec(
+    name: str,
+    sizes: Callable[[Any], dict[str, int]],
+    call: Callable[[dict[str, Any], dict[str, Any]], Any],
+    backend: str = "numpy",
+) -> Spec:
+    """The :class:`Spec` of a scaled dot-product attention (numpy or torch, function or module).
+
+    All of them share one contract: ``q (sq, dk)``, ``k (sk, dk)``, ``v (sk, dv)`` and a
+    boolean ``mask (sq, sk)`` that may broadcast; ``scale`` a positive float (default ``None``);
+    ``dv`` free; ``sq``, ``sk`` and ``dk`` must not be 0.
+    """
+    return Spec(
+        name,
+        {"q": ("sq", "dk"), "k": ("sk", "dk"), "v": ("sk", "dv"), "mask": ("sq", "sk")},
+        sizes,
+        call,
+        backend=backend,
+        floats={"scale": None},
+        free=("dv",),
+        empty=("sq", "sk", "dk"),
+        bool_args=("mask",),
+        no_rank=("mask",),
+    )
+
+
 def torch_dtype(params: dict[str, Any]):
     """The torch dtype a torch spec should build its module in (float64 unless float16)."""
     import torch
@@ -437,6 +435,7 @@ __all__ = [
     "dims",
     "is_overflow_input",
     "numpy_params",
+    "sdpa_spec",
     "torch_dtype",
     "torch_values_checked",
 ]

@@ -22,6 +22,7 @@ from _contract import (
     classify,
     dims,
     is_overflow_input,
+    sdpa_spec,
     torch_dtype,
     torch_values_checked,
 )
@@ -77,7 +78,6 @@ def _luong(score):
     return run
 
 
-QKV = {"q": ("sq", "dk"), "k": ("sk", "dk"), "v": ("sk", "dv"), "mask": ("sq", "sk")}
 LUONG = {
     "query": ("b", "n", "dq"),
     "keys": ("b", "m", "dk"),
@@ -87,29 +87,17 @@ LUONG = {
 LUONG_SIZES = dims(b=(0, 2), n=(1, 3), m=(1, 3), dq=(3, 3), dk=(2, 2), dv=(1, 3))
 
 SPECS = [
-    Spec(
+    sdpa_spec(
         "nn.scaled_dot_product_attention",
-        QKV,
         dims(sq=(1, 4), sk=(1, 4), dk=(1, 4), dv=(1, 3)),
         _sdpa,
         backend="torch",
-        floats={"scale": None},
-        free=("dv",),
-        empty=("sq", "sk", "dk"),
-        bool_args=("mask",),
-        no_rank=("mask",),
     ),
-    Spec(
+    sdpa_spec(
         "nn.ScaledDotProductAttention",
-        QKV,
         dims(sq=(1, 3), sk=(1, 3), dk=(1, 3), dv=(1, 2)),
         _sdpa_module,
         backend="torch",
-        floats={"scale": None},
-        free=("dv",),
-        empty=("sq", "sk", "dk"),
-        bool_args=("mask",),
-        no_rank=("mask",),
     ),
     Spec(
         "nn.masked_softmax",

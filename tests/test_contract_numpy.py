@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _contract import FAST, Spec, bad_cases, check, dims, numpy_params
+from _contract import FAST, Spec, bad_cases, check, dims, numpy_params, sdpa_spec
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -36,7 +36,6 @@ def _concat_dims(draw):
     return {**size, "dqk": size["dq"] + size["dk"]}
 
 
-QKV = {"q": ("sq", "dk"), "k": ("sk", "dk"), "v": ("sk", "dv")}
 SIZES = dims(sq=(1, 4), sk=(1, 4), dk=(1, 4), dv=(1, 3))
 
 SPECS = [
@@ -59,18 +58,12 @@ SPECS = [
         empty=("s",),
         exact_rank=("x", "kernel"),
     ),
-    Spec(
+    sdpa_spec(
         "scaled_dot_product_attention",
-        {**QKV, "mask": ("sq", "sk")},
         SIZES,
         lambda a, p: al.scaled_dot_product_attention(
             a["q"], a["k"], a["v"], mask=a["mask"], **numpy_params(p)
         ),
-        floats={"scale": None},
-        free=("dv",),
-        empty=("sq", "sk", "dk"),
-        bool_args=("mask",),
-        no_rank=("mask",),
     ),
     Spec(
         "self_attention",

@@ -104,6 +104,27 @@ def require_nonempty(named: dict[str, Any], axis: int = -2) -> None:
         raise ValueError(f"empty sequence: {shapes}; {EMPTY_SEQUENCE_RULE}")
 
 
+def require_qkv_sizes(q: Any, k: Any, v: Any) -> None:
+    """The size rules every attention shares for ``q (..., s_q, d_k)``, ``k``, ``v``.
+
+    Raise ``ValueError`` if a sequence is empty (:func:`require_nonempty` on ``q`` and ``k``),
+    if the key size ``d_k`` is 0, or if the leading (batch) axes of the three do not broadcast.
+    Works on numpy arrays and torch tensors alike (it reads only ``.shape``).
+    """
+    require_nonempty({"q": q, "k": k})
+    if q.shape[-1] == 0:
+        raise ValueError(
+            f"empty key size d_k = 0: q has shape {shape_of(q)}, k has shape {shape_of(k)}"
+        )
+    try:
+        np.broadcast_shapes(shape_of(q)[:-2], shape_of(k)[:-2], shape_of(v)[:-2])
+    except ValueError:
+        raise ValueError(
+            f"the leading (batch) axes of q {shape_of(q)}, k {shape_of(k)} and "
+            f"v {shape_of(v)} do not broadcast"
+        ) from None
+
+
 def check_int(value: Any, name: str, minimum: int = 1) -> int:
     """Return ``value`` as an ``int`` if it is an integer ``>= minimum``.
 

@@ -26,7 +26,7 @@ from attnlab._validate import (
     require_finite,
     require_finite_logits,
     require_min_ndim,
-    require_nonempty,
+    require_qkv_sizes,
 )
 from attnlab.softmax import softmax
 
@@ -45,15 +45,7 @@ def _check_qkv(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
             f"keys and values must have the same length s_k: k has shape {k.shape}, "
             f"v has shape {v.shape}"
         )
-    require_nonempty({"q": q, "k": k})
-    if q.shape[-1] == 0:
-        raise ValueError(f"empty key size d_k = 0: q has shape {q.shape}, k has shape {k.shape}")
-    try:
-        np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"the leading (batch) axes of q {q.shape}, k {k.shape} and v {v.shape} do not broadcast"
-        ) from None
+    require_qkv_sizes(q, k, v)
 
 
 def _check_mask(mask: np.typing.ArrayLike, logits_shape: tuple[int, ...]) -> np.ndarray:

@@ -26,6 +26,12 @@ def _is_integer(p: float) -> bool:
     return float(p).is_integer()
 
 
+def _check_power(n1: float) -> None:
+    """Raise ``ValueError`` unless the exponent ``n1`` is positive and finite (eq. 17)."""
+    if not (math.isfinite(n1) and n1 > 0):
+        raise ValueError(f"the power n1 must be a positive finite number, got {n1}")
+
+
 def signed_power(x: np.typing.ArrayLike, n1: float) -> np.ndarray:
     """The real power ``x^{n1}`` extended to negative ``x``: the feature map of GAM's ``f``.
 
@@ -75,8 +81,7 @@ def signed_power(x: np.typing.ArrayLike, n1: float) -> np.ndarray:
     array([-2.,  2.])
     """
     x = as_float_array(x, "x")
-    if not (math.isfinite(n1) and n1 > 0):
-        raise ValueError(f"the power n1 must be a positive finite number, got {n1}")
+    _check_power(n1)
     if _is_integer(n1):
         return x ** int(n1)
     return (np.sign(x) * np.abs(x) ** n1).astype(x.dtype, copy=False)

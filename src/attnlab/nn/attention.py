@@ -20,7 +20,7 @@ from attnlab._validate import (
     require_finite,
     require_finite_logits,
     require_min_ndim,
-    require_nonempty,
+    require_qkv_sizes,
     shape_of,
     values_checked,
 )
@@ -49,25 +49,14 @@ def _check_inputs(q: Tensor, k: Tensor, v: Tensor) -> None:
             f"keys and values must have the same length s_k: k has shape {shape_of(k)}, "
             f"v has shape {shape_of(v)}"
         )
-    require_nonempty({"q": q, "k": k})
-    if q.shape[-1] == 0:
-        raise ValueError(
-            f"empty key size d_k = 0: q has shape {shape_of(q)}, k has shape {shape_of(k)}"
-        )
-    try:
-        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"the leading (batch) axes of q {shape_of(q)}, k {shape_of(k)} and "
-            f"v {shape_of(v)} do not broadcast"
-        ) from None
+    require_qkv_sizes(q, k, v)
     if values_checked():
         for name, t in (("q", q), ("k", k), ("v", v)):
             require_finite(t, name)
 
 
-def _check_mask(mask: Tensor, logits_shape: torch.Size) -> None:
-    """Raise ``ValueError`` unless ``mask`` is boolean and broadcasts to ``logits_shape``."""
+def _require_bool_mask(mask: Tensor) -> None:
+    """Raise ``TypeError`` unless ``mask`` is a tensor, ``ValueError`` unless it is boolean."""
     if not isinstance(mask, Tensor):
         raise TypeError(
             f"mask must be a torch.Tensor of bool, got {type(mask).__name__}; "
@@ -75,6 +64,11 @@ def _check_mask(mask: Tensor, logits_shape: torch.Size) -> None:
         )
     if mask.dtype != torch.bool:
         raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
+
+
+def _check_mask(mask: Tensor, logits_shape: torch.Size) -> None:
+    """Raise ``ValueError`` unless ``mask`` is boolean and broadcasts to ``logits_shape``."""
+    _require_bool_mask(mask)
     try:
         full = torch.broadcast_shapes(mask.shape, logits_shape)
     except RuntimeError:

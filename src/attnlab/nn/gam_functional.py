@@ -9,8 +9,6 @@ never forms the ``n × n`` logits is in :mod:`attnlab.nn.gam_fused`; the trainab
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
@@ -21,6 +19,7 @@ from attnlab._validate import (
     require_nonempty,
     values_checked,
 )
+from attnlab.gam_power import _check_power, _is_integer
 
 __all__ = ["signed_power", "gam_logits"]
 
@@ -61,9 +60,8 @@ def signed_power(x: Tensor, n1: float) -> Tensor:
     >>> signed_power(torch.tensor([-4.0, 0.0, 9.0]), 0.5)
     tensor([-2.,  0.,  3.])
     """
-    if not (math.isfinite(n1) and n1 > 0):
-        raise ValueError(f"the power n1 must be a positive finite number, got {n1}")
-    if float(n1).is_integer():
+    _check_power(n1)
+    if _is_integer(n1):
         return x ** int(n1)
     size = x.abs()
     nonzero = size > 0

@@ -25,7 +25,7 @@ from attnlab._validate import (
     shape_of,
     values_checked,
 )
-from attnlab.nn.attention import _check_mask, scaled_dot_product_attention
+from attnlab.nn.attention import _check_mask, _require_bool_mask, scaled_dot_product_attention
 
 
 def _check_tokens(t: Tensor, name: str, weight: Tensor, layout: str) -> None:
@@ -70,13 +70,7 @@ def to_torch_attn_mask(mask: Tensor) -> Tensor:
     tensor([[False,  True],
             [False, False]])
     """
-    if not isinstance(mask, Tensor):
-        raise TypeError(
-            f"mask must be a torch.Tensor of bool, got {type(mask).__name__}; "
-            "convert a numpy mask with torch.from_numpy(mask)"
-        )
-    if mask.dtype != torch.bool:
-        raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
+    _require_bool_mask(mask)
     return ~mask
 
 

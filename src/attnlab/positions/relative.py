@@ -16,7 +16,7 @@ from attnlab._validate import (
     require_finite_logits,
     require_min_ndim,
     require_ndim,
-    require_nonempty,
+    require_qkv_sizes,
 )
 from attnlab.attention import _check_mask
 from attnlab.softmax import softmax
@@ -76,15 +76,7 @@ def _check_qkv(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
             f"self-attention needs q, k (..., s, d_k) and v (..., s, d_v) of one length s: "
             f"got q {q.shape}, k {k.shape}, v {v.shape}"
         )
-    require_nonempty({"q": q, "k": k})
-    if q.shape[-1] == 0:
-        raise ValueError(f"empty key size d_k = 0: q has shape {q.shape}, k has shape {k.shape}")
-    try:
-        np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"the leading (batch) axes of q {q.shape}, k {k.shape} and v {v.shape} do not broadcast"
-        ) from None
+    require_qkv_sizes(q, k, v)
 
 
 def _check_tables(a_k: np.ndarray, a_v: np.ndarray, d_k: int, d_v: int) -> int:

@@ -14,20 +14,14 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_int
-from attnlab.nn.attention import masked_softmax
+from attnlab.nn.attention import _require_bool_mask, masked_softmax
 from attnlab.nn.multihead import _check_tokens
 from attnlab.positions import relative_position_index
 
 
 def _prepare_mask(mask: Tensor, logits_shape: torch.Size) -> Tensor:
     """Return ``mask`` broadcastable to ``(batch, h, s, s)`` (a 3-D mask gains a head axis)."""
-    if not isinstance(mask, Tensor):
-        raise TypeError(
-            f"mask must be a torch.Tensor of bool, got {type(mask).__name__}; "
-            "convert a numpy mask with torch.from_numpy(mask)"
-        )
-    if mask.dtype != torch.bool:
-        raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
+    _require_bool_mask(mask)
     if mask.dim() == 3:
         mask = mask.unsqueeze(1)
     try:
