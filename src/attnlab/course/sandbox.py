@@ -31,7 +31,8 @@ from pathlib import Path
 
 #: First user id handed to submissions (one id per submission, unused by real accounts).
 UID_BASE = 61000
-#: Where the sandbox sees the grader's inputs, the student's folder and its scratch space.
+# Where the sandbox sees the grader's inputs, the student's folder and its scratch space
+# (paths inside the sandbox; kept off the API page, whose tests reject absolute paths).
 INPUTS = "/tmp/io/inputs"
 SUBMITTED = "/home/student/submitted"
 WORK = "/home/student/work"
