@@ -36,13 +36,14 @@ from dataclasses import replace
 
 from attnlab.study.runner import RunConfig
 
-#: Training steps of every run of the full grid (the curves of a pilot had flattened or
-#: solved the task by then, except GAM-relative on the gapped task, still falling slowly).
+#: Training steps of every run of the full grid but recall (the curves of a pilot had
+#: flattened or solved the task by then, except GAM-relative on the gapped task, still falling
+#: slowly, and most recall runs: see ``RECALL_STEPS``).
 FULL_STEPS = 800
-#: Training steps of the recall runs: a pilot of 4000 steps (``book/study/pilot_steps.py``,
-#: described in ``book/study/timing.md``) found most recall curves still falling at 800 steps
-#: and all but the slowest flat, by the rule of :func:`attnlab.study.stats.summarize`, or
-#: solved by 4000.
+#: Training steps of the recall runs: a pilot of 4000 steps on two seeds
+#: (``book/study/pilot_steps.py``, table in ``book/study/timing.md``) found 4 of its 12 recall
+#: curves flat (the rule of :func:`attnlab.study.stats.summarize`) or near zero loss at 800
+#: steps and 9 of 12 at 4000, the most the CPU budget allowed with the rate sweep.
 RECALL_STEPS = 4000
 #: Seeds of every configuration of the full grid.
 SEEDS = (0, 1, 2, 3, 4)
