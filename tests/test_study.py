@@ -25,6 +25,7 @@ from attnlab.study import (
     run_one,
     task_loss,
 )
+from attnlab.study.grids import RECALL_STEPS
 from attnlab.tasks import shift_task
 from attnlab.train import train
 
@@ -219,13 +220,22 @@ def test_read_results_rejects_a_foreign_csv_and_leaves_it_untouched(tmp_path, te
 
 def test_named_grids():
     full, reduced = grid("full"), grid("reduced")
-    assert len(set(full)) == len(full) == 260 and len(set(reduced)) == len(reduced) == 8
+    assert len(set(full)) == len(full) == 630 and len(set(reduced)) == len(reduced) == 8
     groups = {}
     for c in full:
         groups.setdefault((c.task, c.attention, c.positions, c.embedding, c.lr, c.layers, c.d), [])
         groups[c.task, c.attention, c.positions, c.embedding, c.lr, c.layers, c.d].append(c.seed)
     assert all(sorted(seeds) == [0, 1, 2, 3, 4] for seeds in groups.values())  # >= 5 seeds
-    assert {c.steps for c in full} == {800} and {c.steps for c in reduced} == {200}
+    # Recall trains longer (its curves were still falling at 800 steps); the rest 800 steps.
+    assert {c.steps for c in full if c.task == "recall"} == {RECALL_STEPS} == {4000}
+    assert {c.steps for c in full if c.task != "recall"} == {800}
+    assert {c.steps for c in reduced} == {200}
+    # Every configuration has its rate chosen on validation among the same three rates.
+    rates = {}
+    for c in full:
+        rates.setdefault((c.task, c.attention, c.positions, c.embedding, c.layers, c.d,
+                          c.long_n), set()).add(c.lr)  # fmt: skip
+    assert all(r == {1e-3, 3e-3, 1e-2} for r in rates.values()), rates
     # The embedding ablation comes first: every GAM-relative variant × every embedding.
     first = {(c.attention, c.embedding) for c in full[:45]}
     assert first == {(a, e) for a in ("gam-p1", "gam-p2", "gam-poly")

@@ -71,6 +71,20 @@ def _group(key: str) -> list[dict[str, str]]:
     return [r for r in runs if r["lr"] == best]
 
 
+def _key(row: dict[str, str]) -> str:
+    """The group name of a row, as the chapter's glue names spell it."""
+    text = ".".join(row[c] for c in ("task", "attention", "positions", "embedding"))
+    text += f".{row['layers']}L" if row["layers"] != "1" else ""
+    return text + (f".d{row['d']}" if row["d"] != "32" else "")
+
+
+def _flat(row: dict[str, str]) -> bool:
+    """Solved (test accuracy >= 0.99), or the loss fell < 10 % over the last quarter."""
+    curve = [float(v) for v in row["curve"].split()]
+    start = curve[len(curve) - len(curve) // 4]  # 20 points: the 16th, a quarter from the end
+    return float(row["test_accuracy"]) >= 0.99 or curve[-1] > 0.9 * start
+
+
 def _interval(values: list[float]) -> str:
     mean = sum(values) / len(values)
     if len(values) == 1:
@@ -93,6 +107,17 @@ def expected(name: str) -> str | None:
         return _group(key)[0]["lr"]
     if stat == "seeds":
         return str(len(_group(key)))
+    if stat == "steps":  # steps.recall / steps.other: the one training length of those rows
+        lengths = {r["steps"] for r in _rows() if (r["task"] == "recall") == (key == "recall")}
+        assert len(lengths) == 1, f"{name}: several training lengths {lengths}"
+        return lengths.pop()
+    if stat == "chosen":  # chosen.RATE: configurations whose best validation rate is RATE
+        keys = {_key(r) for r in _rows()}
+        best = [_group(k)[0]["lr"] for k in keys]
+        return str(len(best) if key == "all" else best.count(key))
+    if name == "flat.recall":  # share of recall runs (at the chosen rates) solved or flat
+        runs = [r for k in {_key(r) for r in _rows() if r["task"] == "recall"} for r in _group(k)]
+        return f"{sum(map(_flat, runs)) / len(runs):.0%}"
     if name == "csv.rows":
         return str(len(_rows()))
     if name == "csv.train_minutes":

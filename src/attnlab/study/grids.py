@@ -20,18 +20,31 @@
 10. ``reverse``: the absolute-position task for the relative models;
 11. ``far``: the gapped task with the answer 10 corpus positions back, beyond the clipping
     distance ``k_max = 8`` of Shaw's tables, with a width-36 Shaw control (added after the
-    first ten blocks had run).
+    first ten blocks had run);
+12. ``lr-recall``, ``lr-gapped``, ``lr-far``, ``lr-other``: rates 1e-3 and 1e-2 for every
+    configuration of blocks 2–5 and 7–11 that block 6 does not sweep (second edition, second
+    pass), so that every configuration's rate is chosen on validation among ``LRS``.
 
-Every block uses seeds 0–4, n = 16, batches of 32 and ``FULL_STEPS`` steps.
+Every block uses seeds 0–4, n = 16 and batches of 32; recall runs (blocks ``sanity``,
+``recall``, ``lr-recall``) train for ``RECALL_STEPS`` steps, every other run for
+``FULL_STEPS``.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from attnlab.study.runner import RunConfig
 
-#: Training steps of every run of the full grid (the curves of a pilot had flattened or
-#: solved the task by then, except GAM-relative on the gapped task, still falling slowly).
+#: Training steps of every run of the full grid but recall (the curves of a pilot had
+#: flattened or solved the task by then, except GAM-relative on the gapped task, still falling
+#: slowly, and most recall runs: see ``RECALL_STEPS``).
 FULL_STEPS = 800
+#: Training steps of the recall runs: a pilot of 4000 steps on two seeds
+#: (``book/study/pilot_steps.py``, table in ``book/study/timing.md``) found 4 of its 12 recall
+#: curves flat (the rule of :func:`attnlab.study.stats.summarize`) or near zero loss at 800
+#: steps and 9 of 12 at 4000, the most the CPU budget allowed with the rate sweep.
+RECALL_STEPS = 4000
 #: Seeds of every configuration of the full grid.
 SEEDS = (0, 1, 2, 3, 4)
 #: The learning rates of the sweep (3e-3 is the default of every other block).
@@ -51,7 +64,14 @@ def _block(specs, seeds=SEEDS, **common) -> list[RunConfig]:
     return out
 
 
-def full_blocks(steps: int = FULL_STEPS) -> dict[str, list[RunConfig]]:
+def _sweep(block: list[RunConfig]) -> list[RunConfig]:
+    """The configurations of ``block`` (all at 3e-3) at the other rates of ``LRS``."""
+    return [replace(c, lr=lr) for lr in LRS if lr != 3e-3 for c in block]
+
+
+def full_blocks(
+    steps: int = FULL_STEPS, recall_steps: int = RECALL_STEPS
+) -> dict[str, list[RunConfig]]:
     """The blocks of the full grid by name, in priority order."""
     gam_rel = ("gam-p1", "gam-p2", "gam-poly")
     blocks = {
@@ -70,7 +90,9 @@ def full_blocks(steps: int = FULL_STEPS) -> dict[str, list[RunConfig]]:
             steps=steps,
         ),
         "matched": _block([("gapped", "sdpa", "rel", "-", {"d": 36})], steps=steps),
-        "sanity": _block([("recall", a, "abs", "-") for a in ("luong", "gam-p1")], steps=steps),
+        "sanity": _block(
+            [("recall", a, "abs", "-") for a in ("luong", "gam-p1")], steps=recall_steps
+        ),
         "lr": _block(
             [
                 ("gapped", a, p, e, {"lr": lr})
@@ -102,7 +124,7 @@ def full_blocks(steps: int = FULL_STEPS) -> dict[str, list[RunConfig]]:
         "recall": _block(
             [("recall", a, "abs", "-") for a in ("sdpa", "gam-p2")]
             + [("recall", "sdpa", "rel", "-"), ("recall", "gam-p2", "rel", "layernorm")],
-            steps=steps,
+            steps=recall_steps,
         ),
         "brains": _block(
             [("gapped", a, "rel", "layernorm") for a in ("gam-p1-b2", "gam-p2-b2")]
@@ -132,6 +154,15 @@ def full_blocks(steps: int = FULL_STEPS) -> dict[str, list[RunConfig]]:
             steps=steps,
         ),  # fmt: skip
     }
+    blocks["lr-recall"] = _sweep(blocks["sanity"] + blocks["recall"])
+    swept = {c.key() for c in blocks["lr"]}
+    ablation = [c for c in blocks["ablation"] if replace(c, lr=1e-3).key() not in swept]
+    gapped = [c for c in blocks["gapped"] if replace(c, lr=1e-3).key() not in swept]
+    blocks["lr-gapped"] = _sweep(ablation + gapped + blocks["matched"])
+    blocks["lr-far"] = _sweep(blocks["far"])
+    blocks["lr-other"] = _sweep(
+        blocks["length"] + blocks["reverse"] + blocks["layers2"] + blocks["brains"]
+    )
     return blocks
 
 
@@ -161,7 +192,7 @@ def grid(name: str = "reduced") -> list[RunConfig]:
     --------
     >>> from attnlab.study import grid
     >>> len(grid("full")), len(grid("reduced"))
-    (260, 8)
+    (630, 8)
     """
     if name == "full":
         return [config for block in full_blocks().values() for config in block]
