@@ -115,6 +115,16 @@ def expected(name: str) -> str | None:
         keys = {_key(r) for r in _rows()}
         best = [_group(k)[0]["lr"] for k in keys]
         return str(len(best) if key == "all" else best.count(key))
+    if stat in ("flat", "flatcount") and key != "recall":  # seeds flat by the rule: "k of n"
+        parts = [key] if key != "gapped.gam-rel" else [
+            f"gapped.{f}.rel.{e}" for f in ("gam-p1", "gam-p2", "gam-poly")
+            for e in ("none", "layernorm", "scaled")
+        ]  # fmt: skip
+        runs = [r for part in parts for r in _group(part)]
+        return f"{sum(map(_flat, runs))} of {len(runs)}"
+    if name == "sweep.edge":  # configurations whose chosen rate is an end of the sweep
+        best = [_group(k)[0]["lr"] for k in {_key(r) for r in _rows()}]
+        return str(best.count("0.001") + best.count("0.01"))
     if name == "flat.recall":  # share of recall runs (at the chosen rates) solved or flat
         runs = [r for k in {_key(r) for r in _rows() if r["task"] == "recall"} for r in _group(k)]
         return f"{sum(map(_flat, runs)) / len(runs):.0%}"
