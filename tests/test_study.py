@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ from attnlab.study import (
     LuongSelfAttention,
     RunConfig,
     StudyModel,
+    build_model,
     grid,
     make_attention,
     read_results,
@@ -25,7 +27,7 @@ from attnlab.study import (
     run_one,
     task_loss,
 )
-from attnlab.study.grids import RECALL_STEPS
+from attnlab.study.grids import EDGE_SPECS, LONG_STEPS, RECALL_STEPS, full_blocks
 from attnlab.tasks import shift_task
 from attnlab.train import train
 
@@ -218,30 +220,62 @@ def test_read_results_rejects_a_foreign_csv_and_leaves_it_untouched(tmp_path, te
     assert path.read_text() == text  # not even the "repair" of a last line touches it
 
 
+def test_shaw_clipping_distance_is_a_run_setting():
+    """``shaw_k`` reaches Shaw's tables (2 k_max + 1 rows each) and is checked on input."""
+    for k in (8, 12):
+        model = build_model(RunConfig("gapped-far", "sdpa", "rel", 0, shaw_k=k))
+        assert [m.clip for m in model.modules() if hasattr(m, "clip")] == [k]
+        shaw = model.blocks[0].attention.inner
+        assert shaw.rel_k.weight.shape[0] == shaw.rel_v.weight.shape[0] == 2 * k + 1
+    assert RunConfig("gapped", "sdpa", "rel", 0).shaw_k == 8  # the default of every block
+    for bad in (0, -3, 2.5, True, "12"):
+        with pytest.raises(ValueError, match="shaw_k"):
+            RunConfig("gapped", "sdpa", "rel", 0, shaw_k=bad)
+
+
 def test_named_grids():
     full, reduced = grid("full"), grid("reduced")
-    assert len(set(full)) == len(full) == 630 and len(set(reduced)) == len(reduced) == 8
+    assert len(set(full)) == len(full) == 940 and len(set(reduced)) == len(reduced) == 8
     groups = {}
     for c in full:
-        groups.setdefault((c.task, c.attention, c.positions, c.embedding, c.lr, c.layers, c.d), [])
-        groups[c.task, c.attention, c.positions, c.embedding, c.lr, c.layers, c.d].append(c.seed)
+        groups.setdefault(replace(c, seed=0), []).append(c.seed)
     assert all(sorted(seeds) == [0, 1, 2, 3, 4] for seeds in groups.values())  # >= 5 seeds
-    # Recall trains longer (its curves were still falling at 800 steps); the rest 800 steps.
+    # Recall trains longer (its curves were still falling at 800 steps); the rest 800 steps,
+    # but for the block gapped-long (GAM-relative on gapped, LONG_STEPS = 2000 steps).
+    blocks = full_blocks()
     assert {c.steps for c in full if c.task == "recall"} == {RECALL_STEPS} == {4000}
-    assert {c.steps for c in full if c.task != "recall"} == {800}
+    long = blocks["gapped-long"]
+    assert {c.steps for c in full if c.task != "recall" and c not in long} == {800}
+    assert {c.steps for c in long} == {LONG_STEPS} == {2000} and len(long) == 3 * 45
+    assert {replace(c, steps=800) for c in long if c.lr == 3e-3} == set(blocks["ablation"])
     assert {c.steps for c in reduced} == {200}
-    # Every configuration has its rate chosen on validation among the same three rates.
+    # Every configuration has its rate chosen on validation among at least the three rates;
+    # the 32 that chose an end (second pass) also have the next rate beyond it (third pass).
     rates = {}
     for c in full:
-        rates.setdefault((c.task, c.attention, c.positions, c.embedding, c.layers, c.d,
-                          c.long_n), set()).add(c.lr)  # fmt: skip
-    assert all(r == {1e-3, 3e-3, 1e-2} for r in rates.values()), rates
+        rates.setdefault(replace(c, seed=0, lr=0), set()).add(c.lr)
+    assert all(r >= {1e-3, 3e-3, 1e-2} for r in rates.values()), rates
+    extended = {k: r - {1e-3, 3e-3, 1e-2} for k, r in rates.items() if len(r) > 3}
+    assert len(extended) == len(EDGE_SPECS) == 32
+    assert all(r in ({3e-4}, {3e-2}) for r in extended.values())
+    # Shaw's tables at k_max = 12 beyond the far task's distance 10, at the three rates.
+    k12 = [c for c in full if c.shaw_k != 8]
+    assert k12 == blocks["far-k12"] and {(c.task, c.attention, c.shaw_k) for c in k12} == {
+        ("gapped-far", "sdpa", 12)
+    }
+    assert {c.lr for c in k12} == {1e-3, 3e-3, 1e-2}
     # The embedding ablation comes first: every GAM-relative variant × every embedding.
     first = {(c.attention, c.embedding) for c in full[:45]}
     assert first == {(a, e) for a in ("gam-p1", "gam-p2", "gam-poly")
                      for e in ("none", "layernorm", "scaled")}  # fmt: skip
     assert {c.task for c in full[:45]} == {"gapped"}
-    assert {c.layers for c in full} == {1, 2} and {c.lr for c in full} == {1e-3, 3e-3, 1e-2}
+    assert {c.layers for c in full} == {1, 2} and {c.lr for c in full} == {
+        3e-4,
+        1e-3,
+        3e-3,
+        1e-2,
+        3e-2,
+    }
     assert {c.task for c in full} == {"gapped", "gapped-far", "shift", "recall", "reverse"}
     saturated = {c.task for c in full if c.positions == "abs" and c.task in ("shift", "reverse")}
     assert saturated == {"shift"}, "at most one task that every method saturates"

@@ -52,14 +52,17 @@ def _rows() -> list[dict[str, str]]:
 def _group(key: str) -> list[dict[str, str]]:
     """The runs of one group at the rate with the best mean validation accuracy."""
     task, attention, positions, embedding, *extra = key.split(".")
-    layers, d = "1", "32"
+    layers, d, shaw_k, steps = "1", "32", "8", "4000" if task == "recall" else "800"
     for token in extra:
         layers = token[:-1] if token.endswith("L") else layers
         d = token[1:] if token.startswith("d") else d
+        shaw_k = token[1:] if token.startswith("k") else shaw_k
+        steps = token[1:] if token.startswith("s") else steps
     runs = [
         r for r in _rows()
-        if (r["task"], r["attention"], r["positions"], r["embedding"], r["layers"], r["d"])
-        == (task, attention, positions, embedding, layers, d)
+        if (r["task"], r["attention"], r["positions"], r["embedding"], r["layers"], r["d"],
+            r["shaw_k"], r["steps"])
+        == (task, attention, positions, embedding, layers, d, shaw_k, steps)
     ]  # fmt: skip
     assert runs, f"no rows for {key}"
     rates = {r["lr"] for r in runs}
@@ -75,7 +78,9 @@ def _key(row: dict[str, str]) -> str:
     """The group name of a row, as the chapter's glue names spell it."""
     text = ".".join(row[c] for c in ("task", "attention", "positions", "embedding"))
     text += f".{row['layers']}L" if row["layers"] != "1" else ""
-    return text + (f".d{row['d']}" if row["d"] != "32" else "")
+    text += f".d{row['d']}" if row["d"] != "32" else ""
+    text += f".k{row['shaw_k']}" if row["shaw_k"] != "8" else ""
+    return text + (f".s{row['steps']}" if row["steps"] not in ("800", "4000") else "")
 
 
 def _flat(row: dict[str, str]) -> bool:
@@ -107,8 +112,9 @@ def expected(name: str) -> str | None:
         return _group(key)[0]["lr"]
     if stat == "seeds":
         return str(len(_group(key)))
-    if stat == "steps":  # steps.recall / steps.other: the one training length of those rows
+    if stat == "steps":  # steps.recall / .other / .long: the one training length of those rows
         lengths = {r["steps"] for r in _rows() if (r["task"] == "recall") == (key == "recall")}
+        lengths = {s for s in lengths if (s == "2000") == (key == "long")}
         assert len(lengths) == 1, f"{name}: several training lengths {lengths}"
         return lengths.pop()
     if stat == "chosen":  # chosen.RATE: configurations whose best validation rate is RATE
@@ -116,15 +122,27 @@ def expected(name: str) -> str | None:
         best = [_group(k)[0]["lr"] for k in keys]
         return str(len(best) if key == "all" else best.count(key))
     if stat in ("flat", "flatcount") and key != "recall":  # seeds flat by the rule: "k of n"
-        parts = [key] if key != "gapped.gam-rel" else [
-            f"gapped.{f}.rel.{e}" for f in ("gam-p1", "gam-p2", "gam-poly")
+        suffix = key.removeprefix("gapped.gam-rel")  # "" or ".s2000" (the block gapped-long)
+        parts = [key] if not key.startswith("gapped.gam-rel") else [
+            f"gapped.{f}.rel.{e}{suffix}" for f in ("gam-p1", "gam-p2", "gam-poly")
             for e in ("none", "layernorm", "scaled")
         ]  # fmt: skip
         runs = [r for part in parts for r in _group(part)]
         return f"{sum(map(_flat, runs))} of {len(runs)}"
-    if name == "sweep.edge":  # configurations whose chosen rate is an end of the sweep
-        best = [_group(k)[0]["lr"] for k in {_key(r) for r in _rows()}]
-        return str(best.count("0.001") + best.count("0.01"))
+    if name == "sweep.edge":  # configurations whose chosen rate is an end of the rates tried
+        count = 0
+        for k in {_key(r) for r in _rows()}:
+            tried = sorted({r["lr"] for r in _rows() if _key(r) == k}, key=float)
+            count += _group(k)[0]["lr"] in (tried[0], tried[-1])
+        return str(count)
+    if name == "sweep.edge.solved":  # of those, perfect mean validation accuracy at that rate
+        count = 0
+        for k in {_key(r) for r in _rows()}:
+            tried = sorted({r["lr"] for r in _rows() if _key(r) == k}, key=float)
+            best = _group(k)
+            if best[0]["lr"] in (tried[0], tried[-1]):
+                count += all(float(r["val_accuracy"]) == 1.0 for r in best)
+        return str(count)
     if name == "flat.recall":  # share of recall runs (at the chosen rates) solved or flat
         runs = [r for k in {_key(r) for r in _rows() if r["task"] == "recall"} for r in _group(k)]
         return f"{sum(map(_flat, runs)) / len(runs):.0%}"

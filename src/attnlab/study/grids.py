@@ -23,7 +23,13 @@
     first ten blocks had run);
 12. ``lr-recall``, ``lr-gapped``, ``lr-far``, ``lr-other``: rates 1e-3 and 1e-2 for every
     configuration of blocks 2–5 and 7–11 that block 6 does not sweep (second edition, second
-    pass), so that every configuration's rate is chosen on validation among ``LRS``.
+    pass), so that every configuration's rate is chosen on validation among ``LRS``;
+13. ``far-k12``: Shaw's tables with ``k_max = 12`` (beyond the answer's distance 10) on the
+    far task, at every rate of ``LRS`` (third pass);
+14. ``lr-edge``: the next rate beyond the end of ``LRS`` that a configuration chose
+    (``EDGE_SPECS``, third pass);
+15. ``gapped-long``: the ``ablation`` block at ``LONG_STEPS`` steps and every rate of ``LRS``
+    (third pass).
 
 Every block uses seeds 0–4, n = 16 and batches of 32; recall runs (blocks ``sanity``,
 ``recall``, ``lr-recall``) train for ``RECALL_STEPS`` steps, every other run for
@@ -47,8 +53,48 @@ FULL_STEPS = 800
 RECALL_STEPS = 4000
 #: Seeds of every configuration of the full grid.
 SEEDS = (0, 1, 2, 3, 4)
+#: Training steps of the block ``gapped-long``: GAM-relative on the gapped task, where 31 of
+#: the 45 runs at the chosen rates were flat at ``FULL_STEPS`` (third pass).
+LONG_STEPS = 2000
 #: The learning rates of the sweep (3e-3 is the default of every other block).
 LRS = (1e-3, 3e-3, 1e-2)
+#: The configurations whose best validation rate among ``LRS`` was an end of the sweep (32 of
+#: 42 after the second pass), each with the next rate beyond that end (3e-4 below 1e-3, 3e-2
+#: above 1e-2): the block ``lr-edge`` (third pass).
+EDGE_SPECS = (
+        ("gapped", "gam-p1", "rel", "none", {"steps": 800, "lr": 0.0003}),
+        ("gapped", "gam-p1", "rel", "layernorm", {"steps": 800, "lr": 0.03}),
+        ("gapped", "gam-p1", "rel", "scaled", {"steps": 800, "lr": 0.03}),
+        ("gapped", "gam-p2", "rel", "layernorm", {"steps": 800, "lr": 0.0003}),
+        ("gapped", "gam-poly", "rel", "none", {"steps": 800, "lr": 0.0003}),
+        ("gapped", "sdpa", "rel", "-", {"steps": 800, "lr": 0.0003}),
+        ("gapped", "luong", "rel", "-", {"steps": 800, "lr": 0.0003}),
+        ("gapped", "sdpa", "abs", "-", {"steps": 800, "lr": 0.0003}),
+        ("gapped", "gam-p1", "abs", "-", {"steps": 800, "lr": 0.0003}),
+        ("shift", "sdpa", "rel", "-", {"long_n": 32, "steps": 800, "lr": 0.0003}),
+        ("shift", "luong", "rel", "-", {"long_n": 32, "steps": 800, "lr": 0.0003}),
+        ("shift", "sdpa", "abs", "-", {"steps": 800, "lr": 0.0003}),
+        ("gapped", "sdpa", "rel", "-", {"d": 36, "steps": 800, "lr": 0.0003}),
+        ("recall", "luong", "abs", "-", {"steps": 4000, "lr": 0.0003}),
+        ("recall", "gam-p1", "abs", "-", {"steps": 4000, "lr": 0.0003}),
+        ("gapped", "sdpa", "rel", "-", {"layers": 2, "steps": 800, "lr": 0.0003}),
+        ("gapped", "gam-p2", "rel", "none", {"layers": 2, "steps": 800, "lr": 0.0003}),
+        ("gapped", "gam-p2", "rel", "layernorm", {"layers": 2, "steps": 800, "lr": 0.0003}),
+        ("recall", "sdpa", "rel", "-", {"steps": 4000, "lr": 0.0003}),
+        ("gapped", "gam-p1-b2", "rel", "layernorm", {"steps": 800, "lr": 0.03}),
+        ("gapped", "gam-p2-b2", "rel", "layernorm", {"steps": 800, "lr": 0.0003}),
+        ("gapped", "sdpa", "rel", "-", {"d": 42, "steps": 800, "lr": 0.0003}),
+        ("reverse", "sdpa", "rel", "-", {"steps": 800, "lr": 0.03}),
+        ("reverse", "gam-p1", "rel", "layernorm", {"steps": 800, "lr": 0.0003}),
+        ("reverse", "gam-p1", "rel", "none", {"steps": 800, "lr": 0.0003}),
+        ("gapped-far", "sdpa", "rel", "-", {"steps": 800, "lr": 0.0003}),
+        ("gapped-far", "luong", "rel", "-", {"steps": 800, "lr": 0.0003}),
+        ("gapped-far", "sdpa", "abs", "-", {"steps": 800, "lr": 0.0003}),
+        ("gapped-far", "sdpa", "rel", "-", {"d": 36, "steps": 800, "lr": 0.0003}),
+        ("gapped-far", "gam-p2", "rel", "layernorm", {"steps": 800, "lr": 0.03}),
+        ("gapped-far", "gam-p2", "rel", "scaled", {"steps": 800, "lr": 0.03}),
+        ("gapped-far", "gam-poly", "rel", "scaled", {"steps": 800, "lr": 0.03}),
+)  # fmt: skip
 
 
 def _block(specs, seeds=SEEDS, **common) -> list[RunConfig]:
@@ -163,6 +209,21 @@ def full_blocks(
     blocks["lr-other"] = _sweep(
         blocks["length"] + blocks["reverse"] + blocks["layers2"] + blocks["brains"]
     )
+    blocks["far-k12"] = _block(
+        [("gapped-far", "sdpa", "rel", "-", {"shaw_k": 12, "lr": lr}) for lr in LRS], steps=steps
+    )
+    blocks["lr-edge"] = _block(
+        [
+            (
+                *spec[:4],
+                spec[4] | {"steps": steps if spec[4]["steps"] == FULL_STEPS else recall_steps},
+            )
+            for spec in EDGE_SPECS
+        ]
+    )
+    blocks["gapped-long"] = [
+        replace(c, steps=LONG_STEPS, lr=lr) for lr in (3e-3, 1e-3, 1e-2) for c in blocks["ablation"]
+    ]
     return blocks
 
 
@@ -192,7 +253,7 @@ def grid(name: str = "reduced") -> list[RunConfig]:
     --------
     >>> from attnlab.study import grid
     >>> len(grid("full")), len(grid("reduced"))
-    (630, 8)
+    (940, 8)
     """
     if name == "full":
         return [config for block in full_blocks().values() for config in block]

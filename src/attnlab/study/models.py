@@ -58,6 +58,8 @@ class StudyModel(nn.Module):
         ``"none"`` for every other model.
     span : int, optional
         Number of corpus positions (``None``: ``n``, consecutive windows).
+    shaw_k : int
+        Clipping distance ``k_max`` of Shaw's tables (relative ``sdpa`` and ``luong``).
 
     Shapes
     ------
@@ -88,6 +90,7 @@ class StudyModel(nn.Module):
         layers: int = 1,
         embedding: str = "none",
         span: int | None = None,
+        shaw_k: int = 8,
     ) -> None:
         super().__init__()
         if positions not in POSITIONS:
@@ -105,7 +108,7 @@ class StudyModel(nn.Module):
         self.pos = nn.Embedding(self.span, d) if positions == "abs" else None
         relative = positions == "rel"
         self.blocks = nn.ModuleList(
-            Block(make_attention(attention, d, h, n, relative, embedding=embedding), d)
+            Block(make_attention(attention, d, h, n, relative, shaw_k, embedding=embedding), d)
             for _ in range(layers)
         )
         self.norm = nn.LayerNorm(d)

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attnlab.study.grids import LONG_STEPS
 from attnlab.study.models import StudyModel
 from attnlab.study.runner import task_loss
 from attnlab.study.slots import ATTENTIONS, EMBEDDINGS, POSITIONS
@@ -27,13 +28,17 @@ from attnlab.study.stats import summarize
 
 
 def label(group: dict[str, object]) -> str:
-    """A short name for a group: ``gam-p2 rel/layernorm``, plus ``2L``, ``d36`` where not default.
+    """A short name for a group: ``gam-p2 rel/layernorm``, plus ``2L``, ``d36``, ``k12`` (Shaw's
+    clipping distance) and ``2000 steps`` (the block ``gapped-long``) where not default.
 
     Examples
     --------
     >>> from attnlab.study.report import label
     >>> label(dict(attention="sdpa", positions="rel", embedding="-", layers="2", d="36"))
     'sdpa rel 2L d36'
+    >>> label(dict(attention="sdpa", positions="rel", embedding="-", layers="1", d="32",
+    ...            shaw_k="12", steps="2000"))
+    'sdpa rel k12 2000 steps'
     """
     text = f"{group['attention']} {group['positions']}"
     if group["embedding"] != "-":
@@ -42,7 +47,16 @@ def label(group: dict[str, object]) -> str:
         text += f" {group['layers']}L"
     if str(group["d"]) != "32":
         text += f" d{group['d']}"
+    if str(group.get("shaw_k", 8)) != "8":
+        text += f" k{group['shaw_k']}"
+    if _long(group):
+        text += f" {group['steps']} steps"
     return text
+
+
+def _long(group: dict[str, object]) -> bool:
+    """Whether a group or row belongs to the block ``gapped-long`` (``LONG_STEPS`` steps)."""
+    return str(group.get("steps", "")) == str(LONG_STEPS)
 
 
 def _interval(mean: object, low: object, high: object) -> str:
@@ -119,8 +133,9 @@ def _bars(ax, groups: Sequence[dict[str, object]], rows: Sequence[dict[str, str]
             ax.errorbar(i, mean, yerr=[[mean - low], [high - mean]], color="k", capsize=3)
         accs = [
             float(r["test_accuracy"]) for r in rows
-            if all(str(r[k]) == str(g[k]) for k in ("task", "attention", "positions",
-                                                    "embedding", "layers", "d", "lr"))
+            if all(str(r.get(k)) == str(g.get(k)) for k in ("task", "attention", "positions",
+                                                            "embedding", "layers", "d", "lr",
+                                                            "steps", "shaw_k"))
         ]  # fmt: skip
         ax.plot([i] * len(accs), accs, "k.", markersize=3)
     ax.set_xticks(range(len(groups)), [label(g) for g in groups], rotation=60, fontsize=7,
@@ -131,6 +146,8 @@ def _bars(ax, groups: Sequence[dict[str, object]], rows: Sequence[dict[str, str]
 def plot_accuracy(rows: Iterable[dict[str, str]], task: str = "gapped"):
     """Test accuracy of every one-block, width-32 model on ``task``: bars, intervals, seeds.
 
+    The block ``gapped-long`` (``LONG_STEPS`` steps) is left out: ``summary.md`` lists it.
+
     Returns the matplotlib figure (matplotlib is imported here, not at module import).
     """
     import matplotlib.pyplot as plt
@@ -139,6 +156,7 @@ def plot_accuracy(rows: Iterable[dict[str, str]], task: str = "gapped"):
     groups = [
         s for s in summarize(rows)
         if s["task"] == task and str(s["layers"]) == "1" and str(s["d"]) == "32"
+        and not _long(s)
     ]  # fmt: skip
     fig, ax = plt.subplots(figsize=(max(4.0, 0.42 * len(groups) + 1.5), 3.6))
     _bars(ax, groups, rows)
@@ -149,14 +167,17 @@ def plot_accuracy(rows: Iterable[dict[str, str]], task: str = "gapped"):
 
 
 def plot_embedding_ablation(rows: Iterable[dict[str, str]], task: str = "gapped"):
-    """GAM-relative on ``task`` for each embedding of ``r``: mean, 95 % interval, seeds."""
+    """GAM-relative on ``task`` for each embedding of ``r``: mean, 95 % interval, seeds.
+
+    At ``FULL_STEPS`` steps: the block ``gapped-long`` is left out.
+    """
     import matplotlib.pyplot as plt
 
     rows = list(rows)
     summary = [
         s for s in summarize(rows)
         if s["task"] == task and s["embedding"] in EMBEDDINGS and str(s["layers"]) == "1"
-        and str(s["d"]) == "32"
+        and str(s["d"]) == "32" and not _long(s)
     ]  # fmt: skip
     attentions = list(dict.fromkeys(str(s["attention"]) for s in summary))
     fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(attentions) + 1.5), 3.4))
@@ -177,7 +198,7 @@ def plot_embedding_ablation(rows: Iterable[dict[str, str]], task: str = "gapped"
                 float(r["test_accuracy"]) for r in rows
                 if (r["task"], r["attention"], r["positions"], r["embedding"], r["layers"],
                     r["d"], r["lr"]) == (task, attention, "rel", embedding, "1", "32",
-                                         str(g["lr"]))
+                                         str(g["lr"])) and not _long(r)
             ]  # fmt: skip
             ax.plot([x] * len(accs), accs, "k.", markersize=3)
     ax.set_xticks(range(len(attentions)), attentions)
@@ -190,13 +211,16 @@ def plot_embedding_ablation(rows: Iterable[dict[str, str]], task: str = "gapped"
 
 
 def plot_curves(rows: Iterable[dict[str, str]], task: str = "gapped", lr: str | None = "0.003"):
-    """Mean training-loss curve (over seeds) of every one-block, width-32 model on ``task``."""
+    """Mean training-loss curve (over seeds) of every one-block, width-32 model on ``task``.
+
+    The block ``gapped-long`` (``LONG_STEPS`` steps) is left out.
+    """
     import matplotlib.pyplot as plt
 
     rows = [
         r for r in rows
         if r["task"] == task and r["layers"] == "1" and r["d"] == "32"
-        and (lr is None or r["lr"] == lr)
+        and (lr is None or r["lr"] == lr) and not _long(r)
     ]  # fmt: skip
     fig, ax = plt.subplots(figsize=(5.6, 3.6))
     for name in dict.fromkeys(label(r) for r in rows):

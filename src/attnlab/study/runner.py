@@ -44,7 +44,8 @@ class RunConfig:
 
     ``embedding`` applies only to GAM with relative positions; for every other pair it is
     stored as ``"-"``. ``long_n > 0`` asks for a second test at length ``long_n`` (for a
-    model that is not built for one length).
+    model that is not built for one length). ``shaw_k`` is the clipping distance ``k_max`` of
+    Shaw's tables (used by ``sdpa`` and ``luong`` with relative positions only).
     """
 
     task: str
@@ -59,8 +60,11 @@ class RunConfig:
     h: int = 2
     layers: int = 1
     long_n: int = 0
+    shaw_k: int = 8
 
     def __post_init__(self) -> None:
+        if isinstance(self.shaw_k, bool) or not isinstance(self.shaw_k, int) or self.shaw_k < 1:
+            raise ValueError(f"shaw_k must be a positive int, got {self.shaw_k!r}")
         if self.task not in TASKS:
             raise ValueError(f"unknown task {self.task!r}; choose one of {', '.join(TASKS)}")
         if self.attention not in ATTENTIONS:
@@ -181,7 +185,7 @@ def build_model(config: RunConfig) -> StudyModel:
         probe.vocab_in, probe.vocab_out, probe.n, config.attention, config.positions,
         d=config.d, h=config.h, layers=config.layers,
         embedding="none" if config.embedding == "-" else config.embedding,
-        span=probe.corpus_span,
+        span=probe.corpus_span, shaw_k=config.shaw_k,
     )  # fmt: skip
 
 

@@ -27,8 +27,11 @@ T_975 = (
 #: The columns that identify a group (everything that is neither a seed nor a rate).
 GROUP_COLUMNS = (
     "task", "attention", "positions", "embedding", "steps", "batch_size", "d", "h", "layers",
-    "long_n",
+    "long_n", "shaw_k",
 )  # fmt: skip
+#: Group columns that rows written before the column existed may lack, with the value they
+#: meant (every run before the third pass used Shaw's tables at ``k_max = 8``).
+DEFAULTS = {"shaw_k": "8"}
 
 
 def t_interval(values: Sequence[float]) -> tuple[float, float, float]:
@@ -89,7 +92,7 @@ def summarize(rows: Iterable[dict[str, str]]) -> list[dict[str, object]]:
     """
     groups: dict[tuple[str, ...], dict[str, list[dict[str, str]]]] = {}
     for row in rows:
-        key = tuple(str(row[c]) for c in GROUP_COLUMNS)
+        key = tuple(str(row[c] if c in row else DEFAULTS[c]) for c in GROUP_COLUMNS)
         groups.setdefault(key, {}).setdefault(str(row["lr"]), []).append(row)
     summary = []
     for key, by_lr in groups.items():
