@@ -161,7 +161,7 @@ execute: setup
 bench: setup
 	$(PY) benchmarks/run.py
 
-# The full grid of chapter 10's study (630 runs, about 90 minutes of training on 2 shared cores); resumes
+# The full grid of chapter 10's study (940 runs, about 2 hours of training on 2 cores); resumes
 # from its CSV. Add --max-minutes M to stop starting runs after M minutes, --device cuda for a GPU.
 study: setup
 	$(PY) -m attnlab.study --grid full --out book/study
