@@ -8,41 +8,23 @@ each run); no run starts after the deadline. Afterwards
 ``python -m attnlab.study --grid full --out book/study --report-only`` rewrites the report.
 """
 
-import datetime
 import sys
 
 import torch
-from run_workers import CSV, done_keys
+from run_workers import deadline, run_list
 
 from attnlab.study.grids import full_blocks
-from attnlab.study.runner import COLUMNS, run_one
 
 
 def main():
-    import csv
-
-    worker, deadline = int(sys.argv[1]), sys.argv[2]
-    hour, minute = map(int, deadline.split(":"))
-    stop = datetime.datetime.now(datetime.UTC).replace(hour=hour, minute=minute, second=0)
+    worker, stop = int(sys.argv[1]), deadline(sys.argv[2])
     torch.set_num_threads(1)
     b = full_blocks()
     if worker == 1:
         todo = b["far-k12"] + b["lr-edge"] + b["gapped-long"]
     else:
         todo = b["lr-edge"][::-1] + b["far-k12"] + b["gapped-long"][::-1]
-    for config in todo:
-        if datetime.datetime.now(datetime.UTC) > stop:
-            print("deadline reached", flush=True)
-            break
-        if config.key() in done_keys():
-            continue
-        row = run_one(config)
-        with CSV.open("a", newline="", encoding="utf-8") as handle:
-            csv.DictWriter(handle, COLUMNS, lineterminator="\n").writerow(row)
-        print(datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S"),
-              config.task, config.attention, config.positions, config.embedding, config.seed,
-              config.lr, config.steps, config.shaw_k, row["test_accuracy"], row["ms_per_step"],
-              flush=True)
+    run_list(todo, stop)
 
 
 if __name__ == "__main__":

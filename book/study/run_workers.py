@@ -28,19 +28,14 @@ def done_keys():
     return {tuple(r[c] for c in CONFIG_COLUMNS) for r in csv.DictReader(lines, COLUMNS)}
 
 
-def main():
-    worker, deadline = int(sys.argv[1]), sys.argv[2]
-    hour, minute = map(int, deadline.split(":"))
-    now = datetime.datetime.now(datetime.UTC)
-    stop = now.replace(hour=hour, minute=minute, second=0)
-    torch.set_num_threads(1)
-    b = full_blocks()
-    sweep = b["lr-recall"]
-    low, high = [c for c in sweep if c.lr == 1e-3], [c for c in sweep if c.lr == 1e-2]
-    if worker == 1:
-        todo = b["sanity"] + b["recall"] + b["lr-far"] + low + b["lr-other"][::-1]
-    else:
-        todo = high + b["lr-gapped"] + b["lr-far"][::-1] + low[::-1] + b["lr-other"]
+def deadline(hhmm: str) -> datetime.datetime:
+    """Today's ``HH:MM`` in UTC: no run starts after it."""
+    hour, minute = map(int, hhmm.split(":"))
+    return datetime.datetime.now(datetime.UTC).replace(hour=hour, minute=minute, second=0)
+
+
+def run_list(todo, stop: datetime.datetime) -> None:
+    """Train each configuration the CSV does not hold yet, appending one row per run."""
     for config in todo:
         if datetime.datetime.now(datetime.UTC) > stop:
             print("deadline reached", flush=True)
@@ -52,7 +47,21 @@ def main():
             csv.DictWriter(handle, COLUMNS, lineterminator="\n").writerow(row)
         print(datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S"),
               config.task, config.attention, config.positions, config.embedding, config.seed,
-              config.lr, config.steps, row["test_accuracy"], row["ms_per_step"], flush=True)
+              config.lr, config.steps, config.shaw_k, row["test_accuracy"], row["ms_per_step"],
+              flush=True)
+
+
+def main():
+    worker, stop = int(sys.argv[1]), deadline(sys.argv[2])
+    torch.set_num_threads(1)
+    b = full_blocks()
+    sweep = b["lr-recall"]
+    low, high = [c for c in sweep if c.lr == 1e-3], [c for c in sweep if c.lr == 1e-2]
+    if worker == 1:
+        todo = b["sanity"] + b["recall"] + b["lr-far"] + low + b["lr-other"][::-1]
+    else:
+        todo = high + b["lr-gapped"] + b["lr-far"][::-1] + low[::-1] + b["lr-other"]
+    run_list(todo, stop)
 
 
 if __name__ == "__main__":
