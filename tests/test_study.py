@@ -31,14 +31,7 @@ from attnlab.study.grids import EDGE_SPECS, LONG_STEPS, RECALL_STEPS, full_block
 from attnlab.tasks import shift_task
 from attnlab.train import train
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run fastest on one thread (and do not fight other processes for cores)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.parametrize("positions", ["abs", "rel"])

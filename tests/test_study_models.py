@@ -19,13 +19,7 @@ from attnlab.study import (
 )
 from attnlab.study.slots import corpus_relative_index
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_corpus_index_by_hand():

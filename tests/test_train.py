@@ -11,15 +11,6 @@ from attnlab.nn.luong import seq2seq_loss, task_tensors
 from attnlab.train import tensor_batches, to_device, train
 
 
-@pytest.fixture
-def one_thread():
-    # Tiny models run fastest, and reproducibly, on one thread.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def run(seed: int) -> tuple[list[float], LuongSeq2Seq]:
     task = date_task(512, seed=0)
     torch.manual_seed(seed)
@@ -37,7 +28,7 @@ def run(seed: int) -> tuple[list[float], LuongSeq2Seq]:
     return history, model
 
 
-def test_loss_falls_and_runs_are_deterministic(one_thread):
+def test_loss_falls_and_runs_are_deterministic(one_torch_thread):
     history, model = run(seed=0)
     assert len(history) == 3 * 8  # 3 epochs of 512 / 64 batches
     start, end = sum(history[:3]) / 3, sum(history[-3:]) / 3
@@ -75,7 +66,7 @@ def test_to_device_moves_nested_tensors_and_keeps_the_rest():
     assert batch[0].device.type == "cpu"  # the input is not modified
 
 
-def test_train_on_cpu_device_matches_the_default_and_moves_batches(one_thread):
+def test_train_on_cpu_device_matches_the_default_and_moves_batches(one_torch_thread):
     seen = []
 
     def loss(model, batch):
@@ -94,7 +85,7 @@ def test_train_on_cpu_device_matches_the_default_and_moves_batches(one_thread):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_train_on_cuda_moves_model_and_batches(one_thread):
+def test_train_on_cuda_moves_model_and_batches(one_torch_thread):
     torch.manual_seed(0)
     model = torch.nn.Linear(1, 1)
     x = torch.linspace(-1, 1, 16).unsqueeze(1)
