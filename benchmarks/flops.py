@@ -46,9 +46,9 @@ def gam_explicit_macs(n: int, d: int, h: int, n_brains: int, terms: int = 1) -> 
 def gam_fused_cpu_macs(n: int, d: int, h: int, n_brains: int, terms: int = 1) -> int:
     """GAM's fused path as PyTorch's CPU kernel executes it: values padded to ``L d`` columns.
 
-    ``h N_B (L n d² + 2 L n² d) + N_B n d + 2 n d²``: the flash kernel needs values as wide as
-    the queries, so each brain multiplies its weights by ``L d`` columns, not ``d / h``; the
-    last small term mixes the brains' outputs.
+    ``h N_B (L n d² + 2 L n² d) + 2 n d²``: the flash kernel needs values as wide as the
+    queries, so each brain multiplies its weights by ``L d`` columns, not ``d / h``; the
+    brains' outputs are mixed element-wise (no multiply-adds counted).
     """
     per_brain = terms * n * d * d + 2 * terms * n * n * d
-    return h * n_brains * per_brain + n_brains * n * d + 2 * n * d * d
+    return h * n_brains * per_brain + 2 * n * d * d

@@ -490,3 +490,59 @@ def test_gam_fused_heads_broadcasts_one_feature_sequence_over_the_batch(pad):
     assert got.shape == (5, 2, 6, 2)
     torch.testing.assert_close(got, ref, rtol=0, atol=1e-12)
     assert torch.all(got[:, :, 3] == 0)
+
+
+# ---- recompute (torch.utils.checkpoint per brain) and what the backward pass keeps -----------
+
+
+@pytest.mark.parametrize("pad", [True, False])
+@pytest.mark.parametrize(("f", "n1", "degree"), [("power", 2.0, None), ("poly", 1.0, 2)])
+def test_recomputed_brains_give_the_explicit_outputs_and_gradients(pad, f, n1, degree):
+    torch.manual_seed(18)
+    kw = {"n1": n1} if degree is None else {"f": f, "degree": degree}
+    gam = GeneralizedAttention(8, 2, n_brains=3, recompute=True, **kw).double()
+    with torch.no_grad():
+        gam.mix_logits.normal_()
+    y = torch.randn(3, 7, 8, dtype=torch.float64)
+    for mask in _masks(3, 7):
+        fused = gam._fused_heads(y, gam._checked_mask(mask, 3, 7), gam.value(y), pad=pad)
+        explicit, _ = gam.heads(y, mask, need_weights=True)
+        torch.testing.assert_close(fused, explicit, rtol=0, atol=1e-12)
+        cot = torch.randn_like(fused)  # the same upstream gradient for both paths
+        used = [p for name, p in gam.named_parameters() if not name.startswith("out_proj")]
+        g_fused = torch.autograd.grad((fused * cot).sum(), used)
+        g_explicit = torch.autograd.grad((explicit * cot).sum(), used)
+        for a, b in zip(g_fused, g_explicit, strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-11)
+
+
+def test_recompute_must_be_a_bool():
+    with pytest.raises(TypeError, match="recompute"):
+        GeneralizedAttention(8, 2, recompute="yes")
+
+
+def _saved_bytes(step) -> int:
+    """Bytes of the distinct tensors autograd keeps for the backward pass of ``step()``."""
+    storages: dict[int, int] = {}
+
+    def pack(t):
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        step()
+    return sum(storages.values())
+
+
+def test_fused_path_keeps_o_n_for_the_backward_pass_the_explicit_one_o_n_squared():
+    """What the backward pass keeps: linear in n on the fused path, quadratic on the explicit."""
+    torch.manual_seed(19)
+    gam = GeneralizedAttention(8, 2, n_brains=2, n1=2)
+    kept = {}
+    for n in (128, 256):
+        y = torch.randn(1, n, 8, requires_grad=True)
+        kept["fused", n] = _saved_bytes(lambda y=y: gam(y))
+        kept["explicit", n] = _saved_bytes(lambda y=y: gam(y, need_weights=True))
+    assert kept["fused", 256] / kept["fused", 128] < 2.2  # n doubles, memory doubles
+    assert kept["explicit", 256] / kept["explicit", 128] > 3.5  # n doubles, memory × 4
+    assert kept["fused", 256] < kept["explicit", 256] / 4

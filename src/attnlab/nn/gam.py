@@ -55,6 +55,10 @@ class GeneralizedAttention(nn.Module):
         ``1 / N_B``.
     bias : bool
         Biases on the value and output projections.
+    recompute : bool
+        On the fused path, recompute each brain's attention in the backward pass
+        (``torch.utils.checkpoint``) instead of keeping its queries and output: less memory for
+        one more forward pass of attention (see :func:`gam_fused_heads`). Default ``False``.
 
     Shapes
     ------
@@ -99,6 +103,7 @@ class GeneralizedAttention(nn.Module):
         degree: int | None = None,
         mix: str = "learned",
         bias: bool = True,
+        recompute: bool = False,
     ) -> None:
         super().__init__()
         d, h, n_brains = check_int(d, "d"), check_int(h, "h"), check_int(n_brains, "n_brains")
@@ -120,7 +125,10 @@ class GeneralizedAttention(nn.Module):
             self.coeffs = nn.Parameter(start)  # (L, h, 1): broadcasts over (h, N_B)
         else:
             raise ValueError(f'f must be "power" or "poly", got {f!r}')
+        if not isinstance(recompute, bool):
+            raise TypeError(f"recompute must be True or False, got {recompute!r}")
         self.d, self.h, self.n_brains, self.f, self.n1 = d, h, n_brains, f, float(n1)
+        self.recompute = recompute
         std = gam_init_std(d, f=f, n1=n1, coeffs=init_coeffs)
         self.b = nn.Parameter(torch.randn(h, n_brains, d, d) * std)
         if mix == "learned":
@@ -163,8 +171,9 @@ class GeneralizedAttention(nn.Module):
         Explicit path (``need_weights=True``): all logits ``(batch, h, N_B, n, n)``, masked
         softmax, mix, product with the values. Fused path (``False``): by
         :func:`gam_features`, ``z_a = Σ_i W^P_{a,i} SDPA(f(Y) B_{a,i}, f(Y), V_a)`` with scale 1,
-        through ``torch.nn.functional.scaled_dot_product_attention``, whose kernels keep
-        ``O(n)`` memory per brain. Both give the same numbers (to rounding).
+        through ``torch.nn.functional.scaled_dot_product_attention``, one brain at a time,
+        whose kernels keep ``O(n)`` memory per brain (recomputed in the backward pass if the
+        layer was built with ``recompute=True``). Both give the same numbers (to rounding).
 
         Shapes
         ------
@@ -216,7 +225,7 @@ class GeneralizedAttention(nn.Module):
         """The fused path of :meth:`heads` (:func:`gam_fused_heads` with this layer's brains)."""
         return gam_fused_heads(
             y, self.b, self.mix_weights, values, mask,
-            f=self.f, n1=self.n1, coeffs=self.coeffs, pad=pad,
+            f=self.f, n1=self.n1, coeffs=self.coeffs, pad=pad, recompute=self.recompute,
         )  # fmt: skip
 
     @torch.no_grad()

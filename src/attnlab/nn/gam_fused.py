@@ -2,10 +2,10 @@
 
 Each term of GAM's feature function is multiplicative, so its logits are dot products of
 stacked features (:func:`~attnlab.nn.gam.gam_features`) and every brain is a standard
-attention with scale 1. :func:`~attnlab.nn.gam.gam_fused_heads` runs all heads and brains in
-one ``torch.nn.functional.scaled_dot_product_attention`` call, without any ``n × n`` matrix;
-:class:`~attnlab.nn.gam.GeneralizedAttention` takes this path when no weights are asked for.
-Both names are re-exported (and documented) by :mod:`attnlab.nn.gam`.
+attention with scale 1. :func:`~attnlab.nn.gam.gam_fused_heads` runs every head and brain
+through ``torch.nn.functional.scaled_dot_product_attention``, one brain at a time, without any
+``n × n`` matrix; :class:`~attnlab.nn.gam.GeneralizedAttention` takes this path when no
+weights are asked for. Both names are re-exported (and documented) by :mod:`attnlab.nn.gam`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 
 from attnlab.nn.gam_functional import _check_y_b, _terms, signed_power
 
@@ -80,6 +81,38 @@ def gam_features(
     return torch.cat(queries, dim=-1), torch.cat(keys, dim=-1)
 
 
+def _stacked_powers(y: Tensor, f: str, n1: float, coeffs: Tensor | None) -> Tensor:
+    """The keys of every brain: ``[Y^{∘1}, …, Y^{∘L}]`` (signed powers), ``(…, n, L·M)``."""
+    return torch.cat([signed_power(y, p) for _, p in _terms(f, n1, coeffs)], dim=-1)
+
+
+def _one_brain(
+    keys: Tensor,
+    b: Tensor,
+    a: Tensor | None,
+    values: Tensor,
+    bias: Tensor | None,
+    weight: Tensor,
+    cols: slice,
+) -> Tensor:
+    """One brain of one head: ``weight · SDPA(Q, K, V)[..., cols]`` with ``Q = [A_l Y^{∘l} B]_l``.
+
+    ``keys (batch or 1, n, L·M)``, ``b (M, M)``, ``a (L,)`` or ``None`` (power law),
+    ``values (batch, n, F or d_v)``, ``bias`` an additive mask ``(batch or 1, 1, n, n)`` or
+    ``None``, ``weight`` the brain's ``W^P`` (a scalar) → ``(batch, n, d_v)``.
+    """
+    batch, n = values.shape[0], values.shape[1]
+    m = b.shape[-1]
+    terms = keys.unflatten(-1, (-1, m))  # (batch or 1, n, L, M): Y^{∘l} for each l
+    q = terms @ b  # (batch or 1, n, L, M): Y^{∘l} B
+    if a is not None:
+        q = a[:, None] * q  # A_l Y^{∘l} B
+    q = q.flatten(-2).unsqueeze(1).expand(batch, 1, n, keys.shape[-1])
+    k = keys.unsqueeze(1).expand(batch, 1, n, keys.shape[-1])
+    o = F.scaled_dot_product_attention(q, k, values.unsqueeze(1), attn_mask=bias, scale=1.0)
+    return weight * o[:, 0, :, cols]  # (batch, n, d_v)
+
+
 def gam_fused_heads(
     y: Tensor,
     b: Tensor,
@@ -91,16 +124,26 @@ def gam_fused_heads(
     n1: float = 1.0,
     coeffs: Tensor | None = None,
     pad: bool | None = None,
+    recompute: bool = False,
 ) -> Tensor:
-    """Every head's ``Σ_i mix_{a,i} SDPA(f(y) B_{a,i}, f(y), V_a)`` in one fused SDPA call.
+    """Every head's ``Σ_i mix_{a,i} SDPA(f(y) B_{a,i}, f(y), V_a)``, one brain at a time.
 
     GAM's head outputs ``Φ_a V_a`` without any ``n × n`` matrix (chapter 08, "GAM is attention
-    on features"). PyTorch's CPU flash kernel needs values as wide as the queries
-    (``F = L·d``), so on the CPU (``pad=None`` or ``True``) every head and brain attends over
-    all ``d`` value columns (zero-padded to ``F``) and keeps its own head's slice; keys and
-    values are broadcast views, not copies. Elsewhere (``pad=False``) each head and brain gets
-    its own ``d_v`` columns, which CUDA's memory-efficient kernel accepts. A query whose keys
-    are all masked gets a zero output, as on the explicit path.
+    on features"). Each brain of each head is one call of
+    ``torch.nn.functional.scaled_dot_product_attention`` with scale 1; its keys ``f(y)`` are
+    computed once and shared. One brain at a time, not all in one batched call, so that only
+    one brain's attention is being computed at any moment: the same speed on the CPU, and half
+    the memory of the batched call (whose queries and outputs for every head and brain exist at
+    once). PyTorch's CPU flash kernel needs values as wide as the queries (``F = L·d``), so on
+    the CPU (``pad=None`` or ``True``) every brain attends over all ``d`` value columns
+    (zero-padded to ``F``) and keeps its own head's slice. Elsewhere (``pad=False``) each brain
+    gets its own head's ``d_v`` columns, which CUDA's memory-efficient kernel accepts. A query
+    whose keys are all masked gets a zero output, as on the explicit path.
+
+    With ``recompute=True`` each brain runs under ``torch.utils.checkpoint``: its queries and
+    attention output are not kept for the backward pass but computed again there, one brain at
+    a time. That trades one more forward pass of attention for memory: what the backward pass
+    keeps no longer grows with ``h · N_B`` (Performance page).
 
     Parameters
     ----------
@@ -118,6 +161,8 @@ def gam_fused_heads(
         As in :func:`gam_logits` (``coeffs`` of shape ``(L, h, 1)``).
     pad : bool, optional
         The value layout; default: padded on the CPU only.
+    recompute : bool
+        Recompute each brain in the backward pass instead of storing it.
 
     Returns
     -------
@@ -133,29 +178,33 @@ def gam_fused_heads(
     d_v = d // h
     if pad is None:
         pad = values.device.type == "cpu"
-    q, k = gam_features(y, b, f=f, n1=n1, coeffs=coeffs)
-    width = q.shape[-1]  # F = L·d
-    q = q.reshape(-1, h * n_b, n, width).expand(batch, h * n_b, n, width)
-    k = k.unsqueeze(1).expand(batch, h * n_b, n, width)
-    if pad:
-        v = F.pad(values, (0, width - d)) if width > d else values
-        v = v.unsqueeze(1).expand(batch, h * n_b, n, width)
-    else:
-        v = values.reshape(batch, n, h, 1, d_v).permute(0, 2, 3, 1, 4)  # (batch, h, 1, n, d_v)
-        v = v.expand(batch, h, n_b, n, d_v).reshape(batch, h * n_b, n, d_v)
-    attn_mask, has_key = None, None
+    keys = _stacked_powers(y, f, n1, coeffs)  # (batch or 1, n, F), F = L·d
+    width = keys.shape[-1]
+    mix = mix.to(values.dtype)
+    bias, has_key = None, None
     if mask is not None:
         # A query with no allowed key attends to all (finite on every kernel and version),
         # then its output is zeroed: the book's convention, which the explicit path follows.
         has_key = mask.any(dim=-1, keepdim=True)  # (batch or 1, n, 1)
-        attn_mask = (mask | ~has_key).unsqueeze(1)  # (batch or 1, 1, n, n)
-    o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=1.0)
-    if pad:
-        o = o[..., :d].reshape(batch, h, n_b, n, h, d_v)
-        own = torch.diagonal(o, dim1=1, dim2=4)  # (batch, N_B, n, d_v, h): head a's columns
-    else:
-        own = o.reshape(batch, h, n_b, n, d_v).permute(0, 2, 3, 4, 1)  # the same layout
-    z = torch.einsum("bindh,hi->bhnd", own, mix.to(own.dtype))
+        allowed = (mask | ~has_key).unsqueeze(1)  # (batch or 1, 1, n, n)
+        bias = torch.zeros(allowed.shape, dtype=keys.dtype, device=keys.device)
+        bias = bias.masked_fill(~allowed, -torch.inf)  # one additive mask for every brain
+    padded = F.pad(values, (0, width - d)) if pad and width > d else values
+    heads = []
+    for a in range(h):
+        own = slice(a * d_v, (a + 1) * d_v)
+        v, cols = (padded, own) if pad else (values[..., own], slice(None))
+        a_l = None if coeffs is None else coeffs[:, a, 0]  # (L,): this head's A_l
+        z_a = None
+        for i in range(n_b):
+            args = (keys, b[a, i], a_l, v, bias, mix[a, i], cols)
+            if recompute:
+                o = checkpoint(_one_brain, *args, use_reentrant=False)
+            else:
+                o = _one_brain(*args)
+            z_a = o if z_a is None else z_a + o
+        heads.append(z_a)
+    z = torch.stack(heads, dim=1)  # (batch, h, n, d_v)
     if has_key is not None:
         z = z * has_key.unsqueeze(1).to(z.dtype)
     return z
