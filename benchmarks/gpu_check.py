@@ -5,10 +5,11 @@ Two parts, on the first CUDA device:
 1. **Parity**: every ``attnlab.nn`` module, built on the CPU in float64 with a fixed seed and
    copied to CUDA, must give the CPU's output and gradients (input and every parameter) to
    ``1e-9``.
-2. **Timings**: forward + backward of GAM (fused and explicit), ``attnlab.nn.MultiHeadAttention``
-   and ``torch.nn.MultiheadAttention``, and of ``attnlab.nn.scaled_dot_product_attention``
-   against ``F.scaled_dot_product_attention``, in float32 and bfloat16 at s ∈ {256, 2048}, with
-   CUDA events (median of repeats) and ``torch.cuda.max_memory_allocated``.
+2. **Timings**: forward + backward of GAM (fused, fused with recompute, explicit),
+   ``attnlab.nn.MultiHeadAttention`` and ``torch.nn.MultiheadAttention``, and of
+   ``attnlab.nn.scaled_dot_product_attention`` against ``F.scaled_dot_product_attention``, in
+   float32 and bfloat16 at s ∈ {256, 2048}, with CUDA events (median of repeats) and
+   ``torch.cuda.max_memory_allocated``.
 
 Usage: ``python benchmarks/gpu_check.py`` prints the tables; ``--write`` also puts them in the
 ``gpu`` block of ``book/performance.md`` with the date and the GPU's name. Without CUDA it says
@@ -63,6 +64,10 @@ def parity_cases() -> dict[str, tuple[Callable[[], torch.nn.Module], Callable]]:
         "LuongSeq2Seq": (lambda: ann.LuongSeq2Seq(10, 7, "general", hidden=8, embed=4), seq),
         "GeneralizedAttention(n1=2, fused)": (
             lambda: ann.GeneralizedAttention(8, 2, n_brains=2, n1=2),
+            x_mask,
+        ),
+        "GeneralizedAttention(n1=2, fused, recompute)": (
+            lambda: ann.GeneralizedAttention(8, 2, n_brains=2, n1=2, recompute=True),
             x_mask,
         ),
         "GeneralizedAttention(poly, fused)": (
@@ -131,11 +136,14 @@ def timings(device: torch.device) -> list[str]:
             torch.manual_seed(0)
             x = torch.randn(batch, s, d, device=device, dtype=dtype, requires_grad=True)
             gam = ann.GeneralizedAttention(d, h, n_brains=2, n1=2).to(device, dtype)
+            lean = ann.GeneralizedAttention(d, h, n_brains=2, n1=2, recompute=True)
+            lean = lean.to(device, dtype)
             mha = ann.MultiHeadAttention(d, h).to(device, dtype)
             ref = torch.nn.MultiheadAttention(d, h, batch_first=True).to(device, dtype)
             q = torch.randn(batch, h, s, d // h, device=device, dtype=dtype, requires_grad=True)
             steps = {
                 "GAM fused (N_B = 2, n1 = 2)": lambda g=gam, x=x: g(x).sum().backward(),
+                "GAM fused, recompute": lambda g=lean, x=x: g(x).sum().backward(),
                 "GAM explicit": lambda g=gam, x=x: g(x, need_weights=True)[0].sum().backward(),
                 "attnlab MultiHeadAttention": lambda m=mha, x=x: m(x).sum().backward(),
                 "torch.nn.MultiheadAttention": lambda r=ref, x=x: (
