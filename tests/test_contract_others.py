@@ -164,7 +164,7 @@ def _shaw_module(a, p):
     shaw = build_module(
         lambda: ann.ShawRelativeAttention(p["d"], p["h"], p["k_max"]), dtype, is_overflow_input(a)
     )
-    return shaw(a["x"], a["mask"])
+    return shaw(a["x"], a["mask"], need_weights=True)
 
 
 def _gam_relative_module(a, p):
@@ -172,7 +172,7 @@ def _gam_relative_module(a, p):
     gam = build_module(
         lambda: ann.GAMRelativeAttention(p["d"], p["n"], h=p["h"]), dtype, is_overflow_input(a)
     )
-    return gam(a["y"], mask=a["mask"])
+    return gam(a["y"], mask=a["mask"], need_weights=True)
 
 
 TORCH = [

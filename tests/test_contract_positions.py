@@ -128,7 +128,7 @@ def _shaw_module(a, p):
     factory = lambda: ShawRelativeAttention(d, p["h"], k_max=1)  # noqa: E731
     layer = build_module(factory, dtype, is_overflow_input(a))
     with torch_values_checked():
-        return layer(x, a["mask"])
+        return layer(x, a["mask"], need_weights=True)
 
 
 def _gam_module(a, p):
@@ -138,7 +138,7 @@ def _gam_module(a, p):
     factory = lambda: GAMRelativeAttention(d, n, c1=p["c1"], rel_embedding="layernorm")  # noqa: E731
     layer = build_module(factory, dtype, is_overflow_input(a))
     with torch_values_checked():
-        out, (phi, theta) = layer(y, mask=a["mask"])
+        out, (phi, theta) = layer(y, mask=a["mask"], need_weights=True)
     return out, phi, theta
 
 

@@ -113,16 +113,26 @@ CASES: dict[str, Case] = {
     # GAMRelativeAttention checks that the positions increase (it reads their values).
     "GAMRelativeAttention": Case(
         lambda: ann.GAMRelativeAttention(8, 5, h=2, n_brains=2),
-        lambda m, dev: m(_x(dev), mask=_mask(dev)),
+        lambda m, dev: (
+            m(_x(dev), mask=_mask(dev)),
+            m(_x(dev), mask=_mask(dev), need_weights=True),
+        ),
         meta=False,
     ),
     "GAMRelativeAttention(geometric)": Case(
         lambda: ann.GAMRelativeAttention(8, 5, h=2, combine="geometric"),
-        lambda m, dev: m(_x(dev), positions=torch.tensor([0, 2, 3, 7, 8], device=dev)),
+        lambda m, dev: (
+            m(_x(dev), positions=torch.tensor([0, 2, 3, 7, 8], device=dev)),
+            m(_x(dev), positions=torch.tensor([0, 2, 3, 7, 8], device=dev), need_weights=True),
+        ),
         meta=False,
     ),
     "ShawRelativeAttention": Case(
-        lambda: ann.ShawRelativeAttention(8, 2, 3), lambda m, dev: m(_x(dev), mask=_mask(dev))
+        lambda: ann.ShawRelativeAttention(8, 2, 3),
+        lambda m, dev: (
+            m(_x(dev), mask=_mask(dev)),
+            m(_x(dev), mask=_mask(dev), need_weights=True),
+        ),
     ),
 }
 

@@ -51,7 +51,7 @@ def test_shaw_module_matches_loop(d, h, k_max, s):
     mask = torch.rand(s, s) < 0.7
     mask[0] = False  # one fully-masked query: zero output
     for m in (None, mask):
-        out, weights = layer(x, m)
+        out, weights = layer(x, m, need_weights=True)
         for b in range(2):
             expected = shaw_loop(layer, x[b].numpy(), None if m is None else m.numpy())
             np.testing.assert_allclose(out[b].detach().numpy(), expected, atol=1e-10)
@@ -71,7 +71,7 @@ def test_shaw_k_max_0_without_value_table_is_multihead_attention():
         mha.in_proj_weight.copy_(torch.cat([layer.w_q.weight, layer.w_k.weight, layer.w_v.weight]))
         mha.out_proj.weight.copy_(layer.w_o.weight)
     x = torch.randn(3, 6, d)
-    ours, w_ours = layer(x)
+    ours, w_ours = layer(x, need_weights=True)
     theirs, w_theirs = mha(x, x, x, average_attn_weights=False)
     torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(w_ours, w_theirs, atol=1e-5, rtol=1e-5)
@@ -81,11 +81,11 @@ def test_shaw_any_length_and_masks():
     torch.manual_seed(2)
     layer = ShawRelativeAttention(4, 2, k_max=2)
     for s in (1, 3, 40):
-        out, weights = layer(torch.randn(2, s, 4))
+        out, weights = layer(torch.randn(2, s, 4), need_weights=True)
         assert out.shape == (2, s, 4) and torch.allclose(weights.sum(-1), torch.ones(2, 2, s))
     causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))
-    _, w2 = layer(torch.randn(2, 5, 4), causal)
-    _, w3 = layer(torch.randn(2, 5, 4), causal.expand(2, 5, 5))
+    _, w2 = layer(torch.randn(2, 5, 4), causal, need_weights=True)
+    _, w3 = layer(torch.randn(2, 5, 4), causal.expand(2, 5, 5), need_weights=True)
     assert torch.all(w2[..., ~causal] == 0) and torch.all(w3[..., ~causal] == 0)
 
 
@@ -128,7 +128,7 @@ def test_gam_relative_module_matches_numpy(combine, n1, h):
     layer = layer.double()
     y = torch.randn(2, n, d, dtype=torch.float64)
     positions = torch.tensor([1, 2, 5, 6, 11])
-    out, (phi, theta) = layer(y, positions)
+    out, (phi, theta) = layer(y, positions, need_weights=True)
     p = layer.embedded_positions(positions).detach().numpy()
     w_v = layer.content.value.weight.detach().numpy().T
     b_v = layer.content.value.bias.detach().numpy()
@@ -171,10 +171,12 @@ def test_gam_relative_module_matches_numpy(combine, n1, h):
 def test_gam_relative_module_gradients_finite():
     torch.manual_seed(4)
     layer = GAMRelativeAttention(4, 3, combine="geometric")
-    out, _ = layer(torch.randn(2, 3, 4))
-    out.sum().backward()
-    for param in layer.parameters():
-        assert param.grad is not None and torch.all(torch.isfinite(param.grad))
+    y = torch.randn(2, 3, 4)
+    for out in (layer(y), layer(y, need_weights=True)[0]):  # the fused and the explicit path
+        layer.zero_grad()
+        out.sum().backward()
+        for param in layer.parameters():
+            assert param.grad is not None and torch.all(torch.isfinite(param.grad))
     z = torch.tensor([1.0, -2.0, 0.0], requires_grad=True)
     combine_geometric(z, torch.tensor([-1.0, -8.0, 3.0])).sum().backward()
     assert torch.all(torch.isfinite(z.grad))
@@ -201,7 +203,7 @@ def test_gam_relative_module_mask():
     torch.manual_seed(5)
     layer = GAMRelativeAttention(4, 4, h=2, n_brains=2)
     causal = torch.tril(torch.ones(4, 4, dtype=torch.bool))
-    _, (phi, theta) = layer(torch.randn(3, 4, 4), mask=causal.expand(3, 4, 4))
+    _, (phi, theta) = layer(torch.randn(3, 4, 4), mask=causal.expand(3, 4, 4), need_weights=True)
     for weights in (phi, theta):
         assert torch.all(weights[..., ~causal] == 0)
         torch.testing.assert_close(weights.sum(-1), torch.ones(3, 2, 4))
@@ -213,7 +215,7 @@ def test_gam_relative_module_batched_positions_match_numpy():
     torch.manual_seed(6)
     layer = GAMRelativeAttention(4, 3, h=1, n_brains=2).double()
     positions = torch.tensor([[0, 1, 2], [0, 4, 5]])
-    _, (_, theta) = layer(torch.randn(2, 3, 4, dtype=torch.float64), positions)
+    _, (_, theta) = layer(torch.randn(2, 3, 4, dtype=torch.float64), positions, need_weights=True)
     w_r = layer.embed.weight.detach().numpy().T
     b_r = layer.embed.bias.detach().numpy()
     b_p = layer.b_p[0].detach().numpy()
@@ -274,7 +276,8 @@ def test_rel_embedding_shapes_and_no_extra_parameters(rel_embedding):
     torch.manual_seed(7)
     layer = GAMRelativeAttention(6, 4, h=2, n_brains=2, rel_embedding=rel_embedding)
     baseline = GAMRelativeAttention(6, 4, h=2, n_brains=2)
-    out, (phi, theta) = layer(torch.randn(3, 4, 6), positions=torch.tensor([[0, 2, 3, 9]] * 3))
+    positions = torch.tensor([[0, 2, 3, 9]] * 3)
+    out, (phi, theta) = layer(torch.randn(3, 4, 6), positions=positions, need_weights=True)
     assert out.shape == (3, 4, 6) and phi.shape == theta.shape == (3, 2, 4, 4)
     assert layer.embedded_positions(torch.tensor([0, 1, 2, 3])).shape == (4, 6)
     torch.testing.assert_close(theta.sum(-1), torch.ones(3, 2, 4), atol=1e-6, rtol=0)
@@ -327,7 +330,7 @@ def test_rel_embedding_training_smoke(rel_embedding):
     losses = []
     for _ in range(30):
         opt.zero_grad()
-        loss = F.mse_loss(layer(y)[0], target)
+        loss = F.mse_loss(layer(y), target)
         loss.backward()
         opt.step()
         losses.append(loss.item())
@@ -345,9 +348,9 @@ def test_modules_run_on_the_input_device(device):
     gam = GAMRelativeAttention(8, 5, h=2, n_brains=2, rel_embedding="scaled").double()
     x = torch.randn(2, 5, 8, dtype=torch.float64)
     positions = torch.tensor([0, 2, 3, 7, 8])  # corpus positions may stay on the CPU
-    ref_shaw, ref_gam = shaw(x)[0], gam(x, positions)[0]
-    out_shaw = shaw.to(device)(x.to(device))[0]
-    out_gam = gam.to(device)(x.to(device), positions)[0]
+    ref_shaw, ref_gam = shaw(x), gam(x, positions)
+    out_shaw = shaw.to(device)(x.to(device))
+    out_gam = gam.to(device)(x.to(device), positions)
     assert out_shaw.device.type == out_gam.device.type == device
     torch.testing.assert_close(out_shaw.cpu(), ref_shaw, atol=1e-10, rtol=1e-10)
     torch.testing.assert_close(out_gam.cpu(), ref_gam, atol=1e-10, rtol=1e-10)

@@ -84,7 +84,7 @@ def test_torch_shaw_and_gam_overflow_raise_when_values_checked():
             lin.weight.copy_(torch.eye(2))
         shaw.w_k.weight.mul_(-1)
     x = torch.full((1, 3, 2), 200.0, dtype=torch.float16)
-    _, w = shaw(x)  # default: no value checks (no device synchronisation)
+    _, w = shaw(x, need_weights=True)  # values unchecked by default (no device synchronisation)
     with ann.check_values(), pytest.raises(ValueError, match=OVERFLOW):
         shaw(x)
     with ann.check_values(), pytest.raises(ValueError, match="x contains NaN"):

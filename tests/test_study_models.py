@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from attnlab.nn import GAMRelativeAttention, ShawRelativeAttention
+import attnlab.nn.positions.gam_relative as gam_relative_module
+from attnlab.nn import GAMRelativeAttention, GeneralizedAttention, ShawRelativeAttention
 from attnlab.study import (
     CorpusShawAttention,
     LuongSelfAttention,
@@ -33,9 +34,12 @@ def test_corpus_shaw_equals_shaw_on_consecutive_windows():
     layer = CorpusShawAttention(8, 2, 3, bias=True)
     assert isinstance(layer, ShawRelativeAttention)
     x = torch.randn(2, 6, 8)
-    plain = layer(x)[0]
-    consecutive = layer(x, positions=torch.arange(6).expand(2, 6))[0]
+    plain = layer(x)
+    consecutive = layer(x, positions=torch.arange(6).expand(2, 6))
+    assert plain.shape == consecutive.shape == (2, 6, 8)
     assert torch.allclose(plain, consecutive, atol=1e-6)
+    out, weights = layer(x, positions=torch.arange(6), need_weights=True)  # Shaw's convention
+    assert torch.equal(out, consecutive) and weights.shape == (2, 2, 6, 6)
 
 
 def test_corpus_shaw_against_a_float64_loop_on_gapped_positions():
@@ -60,7 +64,7 @@ def test_corpus_shaw_against_a_float64_loop_on_gapped_positions():
                 z[i] += w[j] * (v[j, cols] + layer.rel_v.weight[rel[j]])
         heads.append(z)
     expected = layer.w_o(torch.cat(heads, dim=-1))
-    assert torch.allclose(layer(x, positions=p)[0][0], expected, atol=1e-10)
+    assert torch.allclose(layer(x, positions=p)[0], expected, atol=1e-10)
 
 
 def test_luong_reads_corpus_distances():
@@ -130,3 +134,26 @@ def test_run_one_measures_validation_test_and_length():
     assert gapped["embedding"] == "layernorm" and math.isfinite(float(gapped["test_loss"]))
     with pytest.raises(ValueError, match="long_n needs"):
         run_one(RunConfig("recall", "sdpa", "rel", 0, long_n=24, **fast), chunk=10)
+
+
+def test_gam_relative_slot_keeps_the_explicit_path_the_study_ran(monkeypatch):
+    # Chapter 10's GAM-relative rows were trained when GAMRelativeAttention returned its
+    # weights by default, i.e. on its explicit path; the slot keeps that path although the
+    # module's default is now the fused one (the two agree to rounding, not to the bit).
+    torch.manual_seed(3)
+    slot = make_attention("gam-p2-b2", 8, 2, 6, relative=True, embedding="layernorm")
+    x, positions = torch.randn(3, 6, 8), torch.tensor([0, 2, 3, 5, 8, 9])
+    expected, _ = slot.inner(x, positions=positions, need_weights=True)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the fused path ran")
+
+    monkeypatch.setattr(gam_relative_module, "gam_fused_heads", refuse)
+    monkeypatch.setattr(GeneralizedAttention, "_fused_heads", refuse)
+    with pytest.raises(AssertionError, match="the fused path ran"):
+        slot.inner(x, positions=positions)  # the module's default: the patch is in force
+    assert torch.equal(slot(x, positions=positions), expected)
+    # The other slots call their module's default and get one tensor back.
+    for name, relative in (("sdpa", True), ("sdpa", False), ("luong", True)):
+        other = make_attention(name, 8, 2, 6, relative=relative)
+        assert not other.explicit and other(x).shape == (3, 6, 8)

@@ -202,8 +202,8 @@ class CorpusShawAttention(ShawRelativeAttention):
 
     Shapes
     ------
-    ``x (batch, s, d)``, ``positions (s,)`` or ``(batch, s)`` → ``(out (batch, s, d),
-    weights (batch, h, s, s))``.
+    ``x (batch, s, d)``, ``positions (s,)`` or ``(batch, s)`` → ``out (batch, s, d)``, and
+    with ``need_weights=True`` also ``weights (batch, h, s, s)`` (as the parent).
     """
 
     def __init__(self, d: int, h: int, k_max: int, *, bias: bool = False) -> None:
@@ -211,10 +211,14 @@ class CorpusShawAttention(ShawRelativeAttention):
         self.clip = k_max
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, positions: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        positions: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
         if positions is None:
-            return super().forward(x, mask=mask)
+            return super().forward(x, mask=mask, need_weights=need_weights)
         if x.dim() != 3 or x.shape[-1] != self.d or x.shape[1] == 0:
             raise ValueError(
                 f"x must have shape (batch, s, d) with d={self.d} and s >= 1, got {tuple(x.shape)}"
@@ -227,34 +231,52 @@ class CorpusShawAttention(ShawRelativeAttention):
         logits = q @ k.transpose(-2, -1) + torch.einsum("bhid,bijd->bhij", q, a_k)
         weights = masked_softmax(logits / math.sqrt(self.d_k), mask)
         z = weights @ v + torch.einsum("bhij,bijd->bhid", weights, a_v)
-        return self.w_o(z.transpose(1, 2).reshape(batch, s, self.d)), weights
+        out = self.w_o(z.transpose(1, 2).reshape(batch, s, self.d))
+        return (out, weights) if need_weights else out
 
 
 class SelfAttentionSlot(nn.Module):
     """Adapter: any of the book's attention modules as ``forward(x, mask, positions)``.
 
-    The modules of ``attnlab.nn`` return ``(out, weights)`` (or ``out`` only, for
-    :class:`~attnlab.nn.multihead.MultiHeadAttention` without ``need_weights``); the slot
-    keeps ``out``. Corpus positions reach the modules with relative positions; the others
+    The modules return their output only by default (``need_weights=False``, the convention
+    of :class:`~attnlab.nn.multihead.MultiHeadAttention`). With ``explicit=True`` the slot
+    asks the inner module for its weights and drops them: that runs the module's explicit
+    path instead of its fused one. Chapter 10's GAM-relative rows were trained that way
+    (:class:`~attnlab.nn.positions.GAMRelativeAttention` returned its weights by default
+    then), so :func:`make_attention` keeps it for them; the two paths agree to rounding,
+    not to the bit. Corpus positions reach the modules with relative positions; the others
     do not take them.
+
+    Parameters
+    ----------
+    inner : torch.nn.Module
+        The attention module.
+    takes_positions : bool
+        Pass ``positions`` on to ``inner``.
+    explicit : bool
+        Call ``inner`` with ``need_weights=True`` and keep the output.
 
     Shapes
     ------
     ``x (batch, s, d)`` → ``(batch, s, d)``.
     """
 
-    def __init__(self, inner: nn.Module, takes_positions: bool = False) -> None:
+    def __init__(
+        self, inner: nn.Module, takes_positions: bool = False, explicit: bool = False
+    ) -> None:
         super().__init__()
-        self.inner, self.takes_positions = inner, takes_positions
+        self.inner, self.takes_positions, self.explicit = inner, takes_positions, explicit
 
     def forward(
         self, x: Tensor, mask: Tensor | None = None, positions: Tensor | None = None
     ) -> Tensor:
+        kwargs: dict[str, object] = {"mask": mask}
         if self.takes_positions:
-            out = self.inner(x, mask=mask, positions=positions)
-        else:
-            out = self.inner(x, mask=mask)
-        return out[0] if isinstance(out, tuple) else out
+            kwargs["positions"] = positions
+        if self.explicit:
+            out, _ = self.inner(x, need_weights=True, **kwargs)
+            return out
+        return self.inner(x, **kwargs)
 
 
 def make_attention(
@@ -319,6 +341,7 @@ def make_attention(
             inner = GAMRelativeAttention(
                 d, n, h, combine="linear", c1=0.5, rel_embedding=embedding, **kwargs
             )
-        else:
-            inner = GeneralizedAttention(d, h, **kwargs)
+            # The explicit path, as every GAM-relative row of chapter 10's study ran.
+            return SelfAttentionSlot(inner, takes_positions=True, explicit=True)
+        inner = GeneralizedAttention(d, h, **kwargs)
     return SelfAttentionSlot(inner, takes_positions=relative)

@@ -173,8 +173,8 @@ class GAMRelativeAttention(nn.Module):
     Shapes
     ------
     ``y (batch, n, d)``; ``positions (n,)`` or ``(batch, n)`` integers (default
-    ``0 … n-1``); ``mask`` broadcastable to ``(batch, n, n)`` → ``out (batch, n, d)``,
-    ``(phi, theta)`` each ``(batch, h, n, n)``.
+    ``0 … n-1``); ``mask`` broadcastable to ``(batch, n, n)`` → ``out (batch, n, d)``, and
+    with ``need_weights=True`` also ``(phi, theta)``, each ``(batch, h, n, n)``.
 
     Raises
     ------
@@ -195,7 +195,10 @@ class GAMRelativeAttention(nn.Module):
     >>> from attnlab.nn import GAMRelativeAttention
     >>> _ = torch.manual_seed(0)
     >>> layer = GAMRelativeAttention(d=8, n=5, h=2, n_brains=2)
-    >>> out, (phi, theta) = layer(torch.randn(3, 5, 8), positions=torch.tensor([0, 1, 4, 5, 9]))
+    >>> y, positions = torch.randn(3, 5, 8), torch.tensor([0, 1, 4, 5, 9])
+    >>> tuple(layer(y, positions).shape)                          # fused path, output only
+    (3, 5, 8)
+    >>> out, (phi, theta) = layer(y, positions, need_weights=True)   # explicit path
     >>> tuple(out.shape), tuple(theta.shape)
     ((3, 5, 8), (3, 2, 5, 5))
     """
@@ -290,14 +293,35 @@ class GAMRelativeAttention(nn.Module):
         y: Tensor,
         positions: Tensor | None = None,
         mask: Tensor | None = None,
-        need_weights: bool = True,
+        need_weights: bool = False,
     ) -> Tensor | tuple[Tensor, tuple[Tensor, Tensor]]:
-        """Attend; return ``out (batch, n, d)`` and ``(Φ, Θ)``, each ``(batch, h, n, n)``.
+        """Attend: the output ``out (batch, n, d)``, and with ``need_weights`` ``(Φ, Θ)``.
 
-        With ``need_weights=False`` only ``out`` is returned, and both branches run through
-        the fused kernel (:func:`attnlab.nn.gam.gam_fused_heads`): eq. 20 and eq. 25 combine
-        the head outputs ``z = Φ V`` and ``π = Θ V``, not the weights, so neither ``Φ`` nor
-        ``Θ`` has to exist as an ``n × n`` matrix. Both paths give the same ``out``.
+        ``need_weights=False`` (the default, as in
+        :class:`~attnlab.nn.multihead.MultiHeadAttention`) runs both branches through the
+        fused kernel (:func:`attnlab.nn.gam.gam_fused_heads`): eq. 20 and eq. 25 combine the
+        head outputs ``z = Φ V`` and ``π = Θ V``, not the weights, so neither ``Φ`` nor ``Θ``
+        has to exist as an ``n × n`` matrix. ``True`` takes the explicit path and returns the
+        weights too. Both paths give the same ``out`` (to rounding).
+
+        Parameters
+        ----------
+        y : torch.Tensor
+            ``(batch, n, d)``, ``n`` the length the module was built for.
+        positions : torch.Tensor, optional
+            Corpus positions ``(n,)`` or ``(batch, n)``, strictly increasing integers;
+            default ``0 … n-1``.
+        mask : torch.Tensor of bool, optional
+            ``True`` where a query may attend; broadcastable to ``(batch, n, n)``.
+        need_weights : bool, optional
+            Also return the content and position weights (explicit path).
+
+        Returns
+        -------
+        out : torch.Tensor
+            ``(batch, n, d)``.
+        weights : tuple of torch.Tensor
+            Only if ``need_weights``: ``(phi, theta)``, each ``(batch, h, n, n)``.
         """
         _check_tokens(y, "y", self.embed.weight, "(batch, n, d)")  # type, dtype, device, values
         if y.dim() != 3 or y.shape[1] != self.n or y.shape[2] != self.d:

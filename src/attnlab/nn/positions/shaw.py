@@ -72,7 +72,7 @@ class ShawRelativeAttention(nn.Module):
     Shapes
     ------
     ``x (batch, s, d)``, ``mask`` ``(s, s)``, ``(batch, s, s)`` or ``(batch, h, s, s)`` →
-    ``out (batch, s, d)``, ``weights (batch, h, s, s)``.
+    ``out (batch, s, d)``, and with ``need_weights=True`` also ``weights (batch, h, s, s)``.
 
     Raises
     ------
@@ -92,7 +92,10 @@ class ShawRelativeAttention(nn.Module):
     >>> from attnlab.nn import ShawRelativeAttention
     >>> _ = torch.manual_seed(0)
     >>> layer = ShawRelativeAttention(d=8, h=2, k_max=3)
-    >>> out, w = layer(torch.randn(4, 10, 8))
+    >>> x = torch.randn(4, 10, 8)
+    >>> tuple(layer(x).shape)                               # the output only, by default
+    (4, 10, 8)
+    >>> out, w = layer(x, need_weights=True)
     >>> tuple(out.shape), tuple(w.shape), bool(torch.allclose(w.sum(-1), torch.ones(4, 2, 10)))
     ((4, 10, 8), (4, 2, 10, 10), True)
     """
@@ -129,8 +132,33 @@ class ShawRelativeAttention(nn.Module):
         batch, s, _ = t.shape
         return t.view(batch, s, self.h, self.d_k).transpose(1, 2)
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Attend; return the output ``(batch, s, d)`` and weights ``(batch, h, s, s)``."""
+    def forward(
+        self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """Attend: the output ``(batch, s, d)``, and with ``need_weights`` the weights.
+
+        The calling convention of :class:`~attnlab.nn.multihead.MultiHeadAttention`. There is
+        no fused path here: the value table ``a^V`` is averaged with the weights themselves
+        (``Σ_j α_ij a^V_ij``), so they are computed either way and ``need_weights`` only
+        decides whether they are returned.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            ``(batch, s, d)``.
+        mask : torch.Tensor of bool, optional
+            ``True`` where a query may attend; ``(s, s)``, ``(batch, s, s)`` or
+            ``(batch, h, s, s)``.
+        need_weights : bool, optional
+            Also return every head's attention weights.
+
+        Returns
+        -------
+        out : torch.Tensor
+            ``(batch, s, d)``.
+        weights : torch.Tensor
+            Only if ``need_weights``: ``(batch, h, s, s)``.
+        """
         _check_tokens(x, "x", self.w_q.weight, "(batch, s, d)")  # type, dtype, device, values
         if x.dim() != 3 or x.shape[-1] != self.d or x.shape[1] == 0:
             raise ValueError(
@@ -145,4 +173,4 @@ class ShawRelativeAttention(nn.Module):
         weights = masked_softmax(logits / math.sqrt(self.d_k), mask)
         z = weights @ v + torch.einsum("bhij,ijd->bhid", weights, a_v)
         out = self.w_o(z.transpose(1, 2).reshape(batch, s, self.d))
-        return out, weights
+        return (out, weights) if need_weights else out
