@@ -241,14 +241,18 @@ def test_gam_relative_module_batched_positions_match_numpy():
         ("geometric", "poly", 1.0, 3, "none"),
     ],
 )
-def test_gam_relative_fused_path_equals_explicit_path(combine, f, n1, degree, rel_embedding):
+@pytest.mark.parametrize("recompute", [False, True])
+def test_gam_relative_fused_path_equals_explicit_path(
+    combine, f, n1, degree, rel_embedding, recompute
+):
     # need_weights=False runs both branches through the fused kernel (eq. 20 and 25 combine
-    # head outputs, not weights); it must give the explicit path's output, masks included.
+    # head outputs, not weights); it must give the explicit path's output, masks included,
+    # also when every brain is recomputed in the backward pass.
     torch.manual_seed(8)
     d, n, batch = 6, 5, 3
     layer = GAMRelativeAttention(
         d, n, h=2, n_brains=2, f=f, n1=n1, degree=degree, combine=combine,
-        rel_embedding=rel_embedding,
+        rel_embedding=rel_embedding, recompute=recompute,
     ).double()  # fmt: skip
     y = torch.randn(batch, n, d, dtype=torch.float64, requires_grad=True)
     positions = torch.tensor([[0, 2, 3, 7, 9], [1, 2, 3, 4, 5], [0, 5, 6, 8, 20]])
@@ -258,9 +262,13 @@ def test_gam_relative_fused_path_equals_explicit_path(combine, f, n1, degree, re
         explicit, _ = layer(y, positions, mask=m, need_weights=True)
         fused = layer(y, positions, mask=m, need_weights=False)
         torch.testing.assert_close(fused, explicit, atol=1e-12, rtol=0)
-        (g_explicit,) = torch.autograd.grad(explicit.square().sum(), y)
-        (g_fused,) = torch.autograd.grad(fused.square().sum(), y)
-        torch.testing.assert_close(g_fused, g_explicit, atol=1e-9, rtol=1e-9)
+        wrt = [y, *layer.parameters()]
+        g_explicit = torch.autograd.grad(explicit.square().sum(), wrt, allow_unused=True)
+        g_fused = torch.autograd.grad(fused.square().sum(), wrt, allow_unused=True)
+        for a, b in zip(g_fused, g_explicit, strict=True):
+            assert (a is None) == (b is None)
+            if a is not None:
+                torch.testing.assert_close(a, b, atol=1e-9, rtol=1e-9)
 
 
 # ---- GAM: how r^α is embedded (rel_embedding) ------------------------------------------------

@@ -169,6 +169,9 @@ class GAMRelativeAttention(nn.Module):
         Biases of the value and output projections.
     rel_embedding : str
         How ``r^α`` is embedded: ``"none"``, ``"scaled"`` or ``"layernorm"`` (see above).
+    recompute : bool
+        On the fused path, recompute each content and position brain in the backward pass
+        instead of storing it, as in :class:`~attnlab.nn.gam.GeneralizedAttention`.
 
     Shapes
     ------
@@ -216,6 +219,7 @@ class GAMRelativeAttention(nn.Module):
         c1: float = 0.5,
         bias: bool = True,
         rel_embedding: str = "none",
+        recompute: bool = False,
     ) -> None:
         super().__init__()
         if rel_embedding not in REL_EMBEDDINGS:
@@ -227,7 +231,9 @@ class GAMRelativeAttention(nn.Module):
         c1 = check_float(c1, "c1", positive=False)
         if combine == "linear" and not 0.0 < c1 < 1.0:
             raise ValueError(f"c1 must lie strictly between 0 and 1 (eq. 20), got c1={c1}")
-        self.content = GeneralizedAttention(d, h, n_brains, f=f, n1=n1, degree=degree, bias=bias)
+        self.content = GeneralizedAttention(
+            d, h, n_brains, f=f, n1=n1, degree=degree, bias=bias, recompute=recompute
+        )
         self.d, self.n, self.h, self.combine, self.c1 = d, n, h, combine, float(c1)
         self.rel_embedding = rel_embedding
         self.embed = nn.Linear(n, d)  # p^α = r^α W^R + b^R, input size n
@@ -356,6 +362,7 @@ class GAMRelativeAttention(nn.Module):
                 f=self.content.f,
                 n1=self.content.n1,
                 coeffs=self.content.coeffs,
+                recompute=self.content.recompute,
             )
         if self.combine == "linear":
             total = self.c1 * z + (1.0 - self.c1) * pi
