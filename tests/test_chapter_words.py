@@ -59,19 +59,7 @@ def test_there_are_chapters():
     assert len(CHAPTERS) >= 10, f"only {len(CHAPTERS)} chapter notebooks found"
 
 
-OVER_THE_BAR = {"10_gam_study"}  # known, being trimmed: strict, so it fails once it passes
-
-
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="over the bar"))
-        if p.stem in OVER_THE_BAR
-        else p
-        for p in CHAPTERS
-    ],
-    ids=lambda p: p.stem,
-)
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_chapter_prose_is_within_the_bar(path):
     assert_within_bar(path.stem, chapter_words(path))
 
