@@ -132,13 +132,14 @@ def gam_fused_heads(
     on features"). Each brain of each head is one call of
     ``torch.nn.functional.scaled_dot_product_attention`` with scale 1; its keys ``f(y)`` are
     computed once and shared. One brain at a time, not all in one batched call, so that only
-    one brain's attention is being computed at any moment: the same speed on the CPU, and half
-    the memory of the batched call (whose queries and outputs for every head and brain exist at
-    once). PyTorch's CPU flash kernel needs values as wide as the queries (``F = L·d``), so on
-    the CPU (``pad=None`` or ``True``) every brain attends over all ``d`` value columns
-    (zero-padded to ``F``) and keeps its own head's slice. Elsewhere (``pad=False``) each brain
-    gets its own head's ``d_v`` columns, which CUDA's memory-efficient kernel accepts. A query
-    whose keys are all masked gets a zero output, as on the explicit path.
+    one brain's attention is being computed at any moment: the same speed on the CPU, and less
+    than half the peak memory of the batched call (whose queries and outputs for every head and
+    brain exist at once). PyTorch's CPU flash kernel needs values as wide as the queries
+    (``F = L·d``), so on the CPU (``pad=None`` or ``True``) every brain attends over all ``d``
+    value columns (zero-padded to ``F``) and keeps its own head's slice. Elsewhere
+    (``pad=False``) each brain gets its own head's ``d_v`` columns, which CUDA's
+    memory-efficient kernel accepts. A query whose keys are all masked gets a zero output, as
+    on the explicit path.
 
     With ``recompute=True`` each brain runs under ``torch.utils.checkpoint``: its queries and
     attention output are not kept for the backward pass but computed again there, one brain at
