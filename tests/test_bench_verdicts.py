@@ -1,0 +1,44 @@
+"""The goal verdicts that ``make bench`` writes under the GAM tables of the Performance page."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(BENCHMARKS))  # the script imports _timing and flops by bare name
+    try:
+        yield importlib.import_module("bench_gam_fused")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_rate_verdict_uses_the_lowest_ratio_and_the_70_percent_line(bench):
+    text = bench.verdict_rate({"fused": [0.77, 0.70], "recompute": [0.80, 0.699], "explicit": []})
+    assert "fused path met (lowest 70%)" in text
+    assert "recompute path not met (lowest 70%)" in text  # 69.9% rounds to 70% but misses
+    assert "explicit" not in text  # no measurement at n >= 1024, no verdict
+
+
+def test_memory_verdict_judges_each_fused_path_at_n_4096(bench):
+    peaks = {
+        1024: {"mha": 5.0, "fused": 14.0, "recompute": 8.0, "explicit": 100.0},
+        4096: {"mha": 18.0, "fused": 36.1, "recompute": 36.0},
+    }
+    text = bench.verdict_memory(peaks)
+    assert "fused not met (2.0×)" in text  # 36.1 / 18 = 2.006: over the line
+    assert "recompute met (2.0×)" in text  # exactly 2×
+    assert "mha ×3.6 from n = 1024 to 4096 (n ×4)" in text
+    assert "explicit" not in text  # measured at one n only: no growth to report
+
+
+def test_explicit_cap_counts_five_n_by_n_tensors_per_head_and_brain(bench):
+    n = 1024
+    assert bench.explicit_bytes(n) == 5 * bench.H * bench.N_BRAINS * n * n * 4
