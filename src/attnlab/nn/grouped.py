@@ -103,7 +103,7 @@ def grouped_query_attention(
     mask : torch.Tensor of bool, optional
         ``True`` where a query may attend; broadcastable to ``(batch, h, s_q, s_k)``. A query
         whose keys are all masked gets zero weights and a zero output, as in
-        :func:`attnlab.nn.scaled_dot_product_attention`.
+        :func:`attnlab.nn.attention.scaled_dot_product_attention`.
     scale : float, optional
         Multiplier of the logits; defaults to ``1 / sqrt(d_k)``.
     need_weights : bool, optional
