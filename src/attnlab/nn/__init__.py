@@ -16,6 +16,7 @@ from attnlab.nn.attention import (
     scaled_dot_product_attention,
 )
 from attnlab.nn.gam import GeneralizedAttention, gam_logits, signed_power
+from attnlab.nn.grouped import grouped_query_attention
 from attnlab.nn.luong_attention import LuongAttention
 from attnlab.nn.multihead import AttentionHead, MultiHeadAttention, to_torch_attn_mask
 from attnlab.nn.positions import GAMRelativeAttention, ShawRelativeAttention
@@ -29,6 +30,7 @@ __all__: list[str] = [
     "scaled_dot_product_attention",
     "ScaledDotProductAttention",
     "masked_softmax",
+    "grouped_query_attention",
     "AttentionHead",
     "MultiHeadAttention",
     "to_torch_attn_mask",
