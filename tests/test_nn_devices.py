@@ -86,6 +86,16 @@ CASES: dict[str, Case] = {
         ),
     ),
     "to_torch_attn_mask": Case(lambda: None, lambda _, dev: ann.to_torch_attn_mask(_mask(dev))),
+    "grouped_query_attention": Case(
+        lambda: None,
+        lambda _, dev: ann.grouped_query_attention(
+            torch.randn(2, 4, 5, 3, device=dev),
+            torch.randn(2, 2, 5, 3, device=dev),
+            torch.randn(2, 2, 5, 3, device=dev),
+            _mask(dev),
+            need_weights=True,
+        ),
+    ),
     "LuongAttention": Case(
         lambda: ann.LuongAttention("general", 8, 8, 8),
         lambda m, dev: m(_x(dev), _x(dev), _x(dev), _mask(dev)[:2]),
