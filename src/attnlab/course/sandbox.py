@@ -103,17 +103,19 @@ def sandbox_command(
             cmd += ["--symlink", os.readlink(host), str(host)]
         elif host.is_dir():
             cmd += ["--ro-bind", str(host), str(host)]
-    made: set[Path] = set()
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmpfs)]
+    cmd += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "0777", "--dir", "/tmp/io"]
+    cmd += ["--perms", "0755", "--dir", "/home", "--size", str(limits.tmpfs)]
+    cmd += ["--perms", "0777", "--tmpfs", "/home/student"]
+    # The Python roots come after the scratch mounts, which would otherwise hide a venv or a
+    # checkout that lives under /tmp (a CI runner's clone); the scratch folders keep their modes.
+    made = {Path("/tmp"), Path("/tmp/io"), Path("/home"), Path("/home/student")}
     for root in _python_roots():
         for parent in _ancestors(root):
             if parent not in made:
                 made.add(parent)
                 cmd += ["--perms", "0755", "--dir", str(parent)]
         cmd += ["--ro-bind", str(root), str(root)]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmpfs)]
-    cmd += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "0777", "--dir", "/tmp/io"]
-    cmd += ["--perms", "0755", "--dir", "/home", "--size", str(limits.tmpfs)]
-    cmd += ["--perms", "0777", "--tmpfs", "/home/student"]
     cmd += ["--ro-bind", str(submitted), SUBMITTED, "--ro-bind", str(inputs), INPUTS]
     cmd += ["--chdir", "/home/student", "--clearenv"]
     for key, value in sandbox_env().items():
