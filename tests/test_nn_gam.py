@@ -546,3 +546,68 @@ def test_fused_path_keeps_o_n_for_the_backward_pass_the_explicit_one_o_n_squared
     assert kept["fused", 256] / kept["fused", 128] < 2.2  # n doubles, memory doubles
     assert kept["explicit", 256] / kept["explicit", 128] > 3.5  # n doubles, memory × 4
     assert kept["fused", 256] < kept["explicit", 256] / 4
+
+
+@pytest.mark.parametrize(("f", "degree"), [("power", None), ("poly", 2), ("poly", 3)])
+def test_fused_path_keeps_two_feature_rows_per_brain_and_token(f, degree):
+    """What the backward pass keeps per token: each brain's queries and output (L·d each),
+    plus a few shared rows (keys, values, the input): the Performance page's 2 h N_B L d."""
+    torch.manual_seed(20)
+    d, h, n_b = 16, 2, 2
+    kw = {"n1": 2.0} if degree is None else {"f": f, "degree": degree}
+    gam = GeneralizedAttention(d, h, n_brains=n_b, **kw)
+    kept = {}
+    for n in (64, 128):
+        y = torch.randn(1, n, d, requires_grad=True)
+        kept[n] = _saved_bytes(lambda y=y: gam(y))
+    per_token = (kept[128] - kept[64]) / 64 / 4  # float32 numbers per token
+    width = (degree or 1) * d  # L·d
+    assert 2 * h * n_b * width <= per_token <= 2 * h * n_b * width + 6 * width
+
+
+def _fused_args():
+    g = torch.Generator().manual_seed(21)
+    y = torch.randn(2, 5, 4, generator=g)
+    return {
+        "y": y,
+        "b": torch.randn(2, 3, 4, 4, generator=g),
+        "mix": torch.full((2, 3), 1 / 3),
+        "values": torch.randn(2, 5, 4, generator=g),
+        "mask": torch.ones(2, 5, 5, dtype=torch.bool),
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"b": torch.randn(3, 4, 4)}, "b must have shape \\(h, N_B, d, d\\)"),
+        ({"mix": torch.full((3, 2), 0.5)}, "mix must have shape \\(h, N_B\\) = \\(2, 3\\)"),
+        ({"values": torch.randn(2, 5, 6)}, "values must have shape \\(batch, n, d\\)"),
+        ({"values": torch.randn(2, 4, 4)}, "values must have shape \\(batch, n, d\\)"),
+        ({"b": torch.randn(3, 1, 4, 4), "mix": torch.ones(3, 1)}, "h = 3 must divide d = 4"),
+        ({"mask": torch.ones(2, 5, 5)}, "mask must be boolean"),
+        ({"mask": torch.ones(2, 5, 4, dtype=torch.bool)}, "mask must have shape"),
+        ({"y": torch.randn(3, 5, 4)}, "y must have batch 1 or the batch of values"),
+    ],
+)
+def test_gam_fused_heads_refuses_arguments_that_do_not_fit(change, message):
+    from attnlab.nn.gam import gam_fused_heads
+
+    args = {**_fused_args(), **change}
+    with pytest.raises(ValueError, match=message):
+        gam_fused_heads(args["y"], args["b"], args["mix"], args["values"], args["mask"], n1=2.0)
+
+
+def test_gam_fused_heads_accepts_its_documented_layouts():
+    from attnlab.nn.gam import gam_fused_heads
+
+    args = _fused_args()
+    out = gam_fused_heads(args["y"][:1], args["b"], args["mix"], args["values"], None, n1=2.0)
+    assert out.shape == (2, 2, 5, 2)
+
+
+def test_a_mask_on_another_device_is_named_in_the_error():
+    gam = GeneralizedAttention(4, 2)
+    mask = torch.ones(5, 5, dtype=torch.bool, device="meta")
+    with pytest.raises(ValueError, match="mask is on meta but y is on cpu"):
+        gam(torch.randn(1, 5, 4), mask)

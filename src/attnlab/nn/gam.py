@@ -185,6 +185,8 @@ class GeneralizedAttention(nn.Module):
             raise ValueError(f"y must have shape (batch, n, {self.d}), got {tuple(y.shape)}")
         require_nonempty({"y": y})
         batch, n, _ = y.shape
+        if isinstance(mask, Tensor) and mask.device != y.device:
+            raise ValueError(f"mask is on {mask.device} but y is on {y.device}; move it with .to")
         mask = self._checked_mask(mask, batch, n)
         need_weights = need_weights or values_checked()  # the value checks need the logits
         values = self.value(y)  # (batch, n, d): head a owns columns a·d_v … (a+1)·d_v - 1

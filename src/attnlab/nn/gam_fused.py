@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
+from attnlab._validate import check_tensor, shape_of
 from attnlab.nn.gam_functional import _check_y_b, _terms, signed_power
 
 __all__ = ["gam_features", "gam_fused_heads"]
@@ -104,13 +105,46 @@ def _one_brain(
     batch, n = values.shape[0], values.shape[1]
     m = b.shape[-1]
     terms = keys.unflatten(-1, (-1, m))  # (batch or 1, n, L, M): Y^{∘l} for each l
-    q = terms @ b  # (batch or 1, n, L, M): Y^{∘l} B
-    if a is not None:
-        q = a[:, None] * q  # A_l Y^{∘l} B
+    if a is None:
+        q = terms @ b  # (batch or 1, n, 1, M): Y B
+    else:  # scale B, not the product, so that autograd keeps no second (n, L·M) tensor
+        q = (terms.transpose(-3, -2) @ (a[:, None, None] * b)).transpose(-3, -2)  # A_l Y^{∘l} B
     q = q.flatten(-2).unsqueeze(1).expand(batch, 1, n, keys.shape[-1])
     k = keys.unsqueeze(1).expand(batch, 1, n, keys.shape[-1])
     o = F.scaled_dot_product_attention(q, k, values.unsqueeze(1), attn_mask=bias, scale=1.0)
     return weight * o[:, 0, :, cols]  # (batch, n, d_v)
+
+
+def _check_fused_args(
+    y: Tensor, b: Tensor, mix: Tensor, values: Tensor, mask: Tensor | None
+) -> None:
+    """Raise ``ValueError`` unless the arguments of :func:`gam_fused_heads` fit together."""
+    _check_y_b(y, b)
+    if b.dim() != 4:
+        raise ValueError(f"b must have shape (h, N_B, d, d), got shape {shape_of(b)}")
+    h, n_b, d = b.shape[0], b.shape[1], b.shape[-1]
+    if tuple(mix.shape) != (h, n_b):
+        raise ValueError(f"mix must have shape (h, N_B) = {(h, n_b)}, got {shape_of(mix)}")
+    check_tensor(values, "values", f"(batch, n, {d})", min_ndim=3, like=y)
+    n = y.shape[1]
+    if values.dim() != 3 or values.shape[1:] != (n, d):
+        raise ValueError(
+            f"values must have shape (batch, n, d) = (batch, {n}, {d}), got {shape_of(values)}"
+        )
+    if d % h:
+        raise ValueError(f"h = {h} must divide d = {d} (each head owns d / h value columns)")
+    if y.shape[0] not in (1, values.shape[0]):
+        raise ValueError(
+            f"y must have batch 1 or the batch of values ({values.shape[0]}), got {shape_of(y)}"
+        )
+    if mask is None:
+        return
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be boolean (True = may attend), got {mask.dtype}")
+    if mask.dim() != 3 or mask.shape[1:] != (n, n) or mask.shape[0] not in (1, values.shape[0]):
+        raise ValueError(f"mask must have shape (batch or 1, {n}, {n}), got {shape_of(mask)}")
+    if mask.device != values.device:
+        raise ValueError(f"mask is on {mask.device} but values are on {values.device}")
 
 
 def gam_fused_heads(
@@ -157,7 +191,7 @@ def gam_fused_heads(
     values : torch.Tensor
         ``(batch, n, d)``; head ``a`` owns columns ``a·d_v … (a+1)·d_v - 1``.
     mask : torch.Tensor of bool, optional
-        ``(batch or 1, n, n)``, ``True`` = may attend (already checked).
+        ``(batch or 1, n, n)``, ``True`` = may attend.
     f, n1, coeffs
         As in :func:`gam_logits` (``coeffs`` of shape ``(L, h, 1)``).
     pad : bool, optional
@@ -173,7 +207,16 @@ def gam_fused_heads(
     Shapes
     ------
     ``y (batch or 1, n, d)``, ``values (batch, n, d)`` → ``(batch, h, n, d / h)``.
+
+    Raises
+    ------
+    ValueError
+        If the shapes do not fit together (``b`` not ``(h, N_B, d, d)``, ``mix`` not
+        ``(h, N_B)``, ``values`` not ``(batch, n, d)``, ``h`` not dividing ``d``), or the mask
+        is not a boolean ``(batch or 1, n, n)`` tensor on the values' device; and as
+        :func:`gam_logits`.
     """
+    _check_fused_args(y, b, mix, values, mask)
     batch, n, d = values.shape
     h, n_b = b.shape[0], b.shape[1]
     d_v = d // h
