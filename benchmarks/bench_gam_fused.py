@@ -13,8 +13,8 @@ explicit path and multi-head attention.
   over its value after building the layer and its input (Linux only). Measured twice:
   *live*, with glibc's mmap threshold fixed at 128 KiB (``MALLOC_MMAP_THRESHOLD_``), so that
   every tensor of that size or more is its own mapping and goes back to the system when freed
-  and the growth follows the tensors alive at once (a one-off check against
-  ``torch.profiler``'s memory timeline at ``n = 1024`` agreed within 10%); and *process*, with
+  and the growth follows the tensors alive at once (cross-checked at the smallest ``n`` against
+  the peak of live tensor bytes in ``torch.profiler``'s memory timeline); and *process*, with
   glibc's defaults, whose heap keeps freed blocks (its threshold rises after the first large
   free), which is what ``top`` shows. The explicit path is run only while its five
   ``(h, N_B, n, n)`` float32 tensors stay under ``EXPLICIT_CAP_BYTES``. Goal: linear in ``n``,
@@ -158,6 +158,46 @@ def _child(layer: str, n: int, threads: int) -> None:
     print(json.dumps({"bytes": highest[0] - before, "seconds": seconds}))
 
 
+def _child_profile(layer: str, n: int, threads: int) -> None:
+    """Run in a subprocess: the peak of live tensor bytes during one step, from
+    ``torch.profiler``'s memory timeline (its ``_memory_profile``, a private helper of
+    PyTorch 2.13), printed as JSON; a cross-check of the RSS measurement, not a replacement."""
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler._memory_profiler import Action
+
+    torch.set_num_threads(threads)
+    step = build(layer)
+    step(torch.randn(1, 16, D, requires_grad=True))
+    x = torch.randn(1, n, D, requires_grad=True)
+    with profile(
+        activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True
+    ) as prof:
+        step(x)
+    alive = highest = 0
+    for _, action, _, size in prof._memory_profile().timeline:
+        if action == Action.CREATE:
+            alive += size
+        elif action == Action.DESTROY:
+            alive -= size
+        highest = max(highest, alive)
+    print(json.dumps({"bytes": highest}))
+
+
+def profiled_peak(layer: str, n: int) -> float | None:
+    """MiB from :func:`_child_profile` in a fresh process, or ``None`` if it fails."""
+    threads = str(torch.get_num_threads())
+    script = str(Path(__file__).resolve())
+    result = subprocess.run(
+        [sys.executable, script, "--profile", layer, str(n), threads],
+        capture_output=True,
+        text=True,
+        cwd=HERE,
+    )
+    if result.returncode != 0:
+        return None
+    return json.loads(result.stdout.strip().splitlines()[-1])["bytes"] / 2**20
+
+
 def peak(layer: str, n: int, live: bool) -> dict[str, float]:
     """Peak-RSS growth and time of one step of ``layer`` at length ``n``, in a fresh process.
 
@@ -190,8 +230,9 @@ def table_memory(ns=MEMORY_NS) -> str:
         f"One forward + backward step, batch 1, d = {D}, h = {H}, N_B = {N_BRAINS}, float32, "
         "CPU; each in a fresh process: growth of its resident anonymous memory (sampled every "
         "millisecond) over the value after set-up. Each cell: live peak / process peak in MiB "
-        "(live: glibc returns every freed tensor at once, so the growth follows the tensors "
-        "alive together; process: glibc's defaults, what `top` shows). Step times from the "
+        "(live: glibc returns every freed tensor of 128 KiB or more at once, so the growth "
+        "follows the tensors alive together; process: glibc's defaults, what `top` shows). "
+        "Step times from the "
         "process runs. The explicit path is skipped where five "
         f"(h, N_B, n, n) float32 tensors would exceed {EXPLICIT_CAP_BYTES / 2**30:.0f} GiB.",
         "",
@@ -222,8 +263,21 @@ def table_memory(ns=MEMORY_NS) -> str:
             f"{live['recompute'] / max(live['mha'], 1):.1f}× | {steps} s |"
         )
         peaks[n] = live
-    lines += ["", verdict_memory(peaks)]
+    lines += ["", verdict_memory(peaks), "", cross_check(ns[0], peaks[ns[0]])]
     return "\n".join(lines)
+
+
+def cross_check(n: int, live: dict[str, float]) -> str:
+    """One sentence: the live RSS peaks at ``n`` against torch.profiler's tensor peaks."""
+    parts = []
+    for layer in ("mha", "fused", "recompute"):
+        profiled = profiled_peak(layer, n)
+        seen = "unavailable" if profiled is None else f"{profiled:.1f}"
+        parts.append(f"{layer} {live[layer]:.1f} vs {seen}")
+    return (
+        f"Cross-check at n = {n}, live peak vs the peak of live tensor bytes in torch.profiler's "
+        "memory timeline (MiB): " + "; ".join(parts) + "."
+    )
 
 
 def verdict_memory(peaks: dict[int, dict[str, float]]) -> str:
@@ -263,6 +317,8 @@ def run() -> dict[str, str]:
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "--child":
         _child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif len(sys.argv) == 5 and sys.argv[1] == "--profile":
+        _child_profile(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     else:
         for table_name, table in run().items():
             print(f"## {table_name}\n\n{table}\n")

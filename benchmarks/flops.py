@@ -52,3 +52,14 @@ def gam_fused_cpu_macs(n: int, d: int, h: int, n_brains: int, terms: int = 1) ->
     """
     per_brain = terms * n * d * d + 2 * terms * n * n * d
     return h * n_brains * per_brain + 2 * n * d * d
+
+
+def gam_recompute_macs(n: int, d: int, h: int, n_brains: int, terms: int = 1) -> int:
+    """GAM's fused path with ``recompute=True``, forward plus the recomputation in backward.
+
+    ``2 h N_B (L n d² + 2 L n² d) + 2 n d²``: every brain's forward pass runs twice (once
+    more when the backward pass reaches it); the two projections run once. The backward pass's
+    own work is not included, as in the other counts.
+    """
+    per_brain = terms * n * d * d + 2 * terms * n * n * d
+    return 2 * h * n_brains * per_brain + 2 * n * d * d

@@ -611,3 +611,28 @@ def test_a_mask_on_another_device_is_named_in_the_error():
     mask = torch.ones(5, 5, dtype=torch.bool, device="meta")
     with pytest.raises(ValueError, match="mask is on meta but y is on cpu"):
         gam(torch.randn(1, 5, 4), mask)
+
+
+@pytest.mark.parametrize(("n", "d", "h", "n_b", "degree"), [(12, 16, 4, 2, None), (9, 8, 2, 3, 3)])
+def test_recompute_costs_one_more_forward_pass_of_every_brain(n, d, h, n_b, degree):
+    """The Performance page's count for recompute: the fused count, plus each brain's part of
+    it once more in the backward pass (the projections are not recomputed)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    flops = _load_flops()
+    terms = degree or 1
+    kw = {"n1": 2.0} if degree is None else {"f": "poly", "degree": degree}
+    x = torch.randn(2, n, d)
+    counts = {}
+    for recompute in (False, True):
+        torch.manual_seed(22)
+        gam = GeneralizedAttention(d, h, n_brains=n_b, recompute=recompute, **kw)
+        with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+            gam(x).sum().backward()
+        counts[recompute] = counter.get_total_flops() // 2
+    brains = flops.gam_fused_cpu_macs(n, d, h, n_b, terms) - 2 * n * d * d  # h N_B (...) only
+    assert counts[True] - counts[False] == 2 * brains  # batch 2
+    assert flops.gam_recompute_macs(n, d, h, n_b, terms) == (
+        flops.gam_fused_cpu_macs(n, d, h, n_b, terms) + brains
+    )

@@ -155,8 +155,10 @@ class GeneralizedAttention(nn.Module):
         ``mask`` (bool, ``True`` = may attend) broadcasts to ``(batch, n, n)``; a row whose
         keys are all masked gets zero weights, so its head outputs are zero (before
         ``W_O``'s bias). ``need_weights=False`` (as in ``MultiHeadAttention``) takes the fused
-        path of :meth:`heads`, which never stores an ``n × n`` matrix; ``True`` the explicit
-        one, which returns ``Φ (batch, h, n, n)`` too.
+        path of :meth:`heads`, which stores no ``n × n`` matrix but the mask's; ``True`` the
+        explicit one, which returns ``Φ (batch, h, n, n)`` too. While
+        :func:`attnlab.nn.check_values` is on, the explicit path runs either way (the checks
+        look at the logits), and only the output is returned unless ``need_weights``.
         """
         z, phi = self.heads(y, mask, need_weights=need_weights)
         batch, n, _ = y.shape

@@ -4,8 +4,8 @@ Each term of GAM's feature function is multiplicative, so its logits are dot pro
 stacked features (:func:`~attnlab.nn.gam.gam_features`) and every brain is a standard
 attention with scale 1. :func:`~attnlab.nn.gam.gam_fused_heads` runs every head and brain
 through ``torch.nn.functional.scaled_dot_product_attention``, one brain at a time, without any
-``n × n`` matrix; :class:`~attnlab.nn.gam.GeneralizedAttention` takes this path when no
-weights are asked for. Both names are re-exported (and documented) by :mod:`attnlab.nn.gam`.
+``n × n`` matrix but the mask's; :class:`~attnlab.nn.gam.GeneralizedAttention` takes this path
+when no weights are asked for. Both names are re-exported (and documented) by :mod:`attnlab.nn.gam`.
 """
 
 from __future__ import annotations
@@ -160,20 +160,22 @@ def gam_fused_heads(
     pad: bool | None = None,
     recompute: bool = False,
 ) -> Tensor:
-    """Every head's ``Σ_i mix_{a,i} SDPA(f(y) B_{a,i}, f(y), V_a)``, one brain at a time.
+    """Every head's ``Σ_i mix_{a,i} SDPA(Q_{a,i}, K, V_a)``, one brain at a time.
 
     GAM's head outputs ``Φ_a V_a`` without any ``n × n`` matrix (chapter 08, "GAM is attention
-    on features"). Each brain of each head is one call of
-    ``torch.nn.functional.scaled_dot_product_attention`` with scale 1; its keys ``f(y)`` are
-    computed once and shared. One brain at a time, not all in one batched call, so that only
-    one brain's attention is being computed at any moment: the same speed on the CPU, and less
-    than half the peak memory of the batched call (whose queries and outputs for every head and
-    brain exist at once). PyTorch's CPU flash kernel needs values as wide as the queries
-    (``F = L·d``), so on the CPU (``pad=None`` or ``True``) every brain attends over all ``d``
-    value columns (zero-padded to ``F``) and keeps its own head's slice. Elsewhere
-    (``pad=False``) each brain gets its own head's ``d_v`` columns, which CUDA's
-    memory-efficient kernel accepts. A query whose keys are all masked gets a zero output, as
-    on the explicit path.
+    on features"); with a mask, one additive ``(batch or 1, 1, n, n)`` copy of it is shared by
+    every brain. Each brain of each head is one call of
+    ``torch.nn.functional.scaled_dot_product_attention`` with scale 1, with queries
+    ``Q_{a,i} = [A_{a,l} Y^{∘l} B_{a,i}]_l`` and keys ``K = [Y^{∘l}]_l``
+    (:func:`gam_features`); the keys are computed once and shared. One brain at a time, not
+    all in one batched call, so that only one brain's
+    attention is being computed at any moment: when this replaced the batched call, it ran at
+    the same speed on the CPU with less than half the peak memory (Performance page). PyTorch's
+    CPU flash kernel needs values as wide as the queries (``F = L·d``), so on the CPU
+    (``pad=None`` or ``True``) every brain attends over all ``d`` value columns (zero-padded to
+    ``F``) and keeps its own head's slice. Elsewhere (``pad=False``) each brain gets its own
+    head's ``d_v`` columns, which CUDA's memory-efficient kernel should accept (not checked on a
+    GPU yet). A query whose keys are all masked gets a zero output, as on the explicit path.
 
     With ``recompute=True`` each brain runs under ``torch.utils.checkpoint``: its queries and
     attention output are not kept for the backward pass but computed again there, one brain at
