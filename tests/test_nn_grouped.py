@@ -245,7 +245,7 @@ def test_bad_masks():
     _raises(ValueError, "^mask must be boolean", q, k, v, ok.long())
     _raises(ValueError, "^mask must be boolean", q, k, v, ok.double())
     for shape in [(5, 3), (2, 2, 3, 5), (3, 2, 3, 5), (1, 2, 4, 3, 5), (4,)]:
-        _raises(ValueError, r"^mask of shape .* \(batch, h, s_q, s_k\)", q, k, v,
+        _raises(ValueError, r"^mask of shape .* does not broadcast to .* \(2, 4, 3, 5\)", q, k, v,
                 torch.ones(shape, dtype=torch.bool))  # fmt: skip
 
 

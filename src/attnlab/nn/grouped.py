@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_tensor, require_ndim, require_nonempty, shape_of
-from attnlab.nn.attention import scaled_dot_product_attention
+from attnlab.nn.attention import _check_mask, scaled_dot_product_attention
 
 LAYOUTS = {
     "q": "(batch, h, s_q, d_k)",
@@ -55,22 +55,7 @@ def _check_inputs(q: Tensor, k: Tensor, v: Tensor) -> None:
 
 def _grouped_mask(mask: Tensor, logits_shape: tuple[int, int, int, int], g: int) -> Tensor:
     """Check a book mask against ``(batch, h, s_q, s_k)``; view it as ``(., g, h/g, ., .)``."""
-    if not isinstance(mask, Tensor):
-        raise TypeError(
-            f"mask must be a torch.Tensor of bool, got {type(mask).__name__}; "
-            "convert a numpy mask with torch.from_numpy(mask)"
-        )
-    if mask.dtype != torch.bool:
-        raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
-    try:
-        full = tuple(torch.broadcast_shapes(mask.shape, logits_shape))
-    except RuntimeError:
-        full = None
-    if full != logits_shape:
-        raise ValueError(
-            f"mask of shape {shape_of(mask)} does not broadcast to the logits of shape "
-            f"{logits_shape} (batch, h, s_q, s_k)"
-        )
+    _check_mask(mask, torch.Size(logits_shape))  # the rule of scaled_dot_product_attention
     mask4 = mask.reshape((1,) * (4 - mask.ndim) + tuple(mask.shape))
     b, heads, s_q, s_k = mask4.shape
     if heads == 1:  # one mask for every head: broadcast over groups and group members
