@@ -2,14 +2,17 @@
 
 Every public module whose ``forward`` takes ``need_weights`` follows ``MultiHeadAttention``:
 the default is ``False`` and returns the output only (through a fused path where the module
-has one); ``need_weights=True`` returns ``(out, weights)`` with the same ``out``. The modules
-are found by inspecting ``attnlab.nn.__all__``, so a new module is covered (or must be added
-to ``CASES`` or, with a reason, to ``ALWAYS_PAIRS``).
+has one); ``need_weights=True`` returns ``(out, weights)`` with the same ``out``; anything but
+a bool (``1``, ``"yes"``) is a ``TypeError``. The modules are found by inspecting
+``attnlab.nn.__all__``, so a new module is covered (or must be added to ``CASES`` or, with a
+reason, to ``ALWAYS_PAIRS``); so are the public functions that take ``need_weights``
+(``FUNCTION_CASES``).
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,6 +37,14 @@ def _takes_need_weights(cls: type[nn.Module]) -> bool:
 
 WITH_NEED_WEIGHTS = sorted(
     name for name, cls in _public_modules().items() if _takes_need_weights(cls)
+)
+
+#: Public functions of ``attnlab.nn`` that take ``need_weights`` (the same convention).
+FUNCTIONS_WITH_NEED_WEIGHTS = sorted(
+    name
+    for name in ann.__all__
+    if inspect.isfunction(fn := getattr(ann, name))
+    and "need_weights" in inspect.signature(fn).parameters
 )
 
 #: Public modules that always return their weights, and why (they take no ``need_weights``).
@@ -73,6 +84,17 @@ CASES: dict[str, Case] = {
 }
 
 
+def _grouped(**kwargs):
+    gen = torch.Generator().manual_seed(2)
+    q = torch.randn(2, 4, 5, 3, generator=gen, dtype=torch.float64)
+    k, v = (torch.randn(2, 2, 5, 3, generator=gen, dtype=torch.float64) for _ in range(2))
+    return ann.grouped_query_attention(q, k, v, CAUSAL, **kwargs)
+
+
+#: A call of each public function with ``need_weights``, its other arguments fixed.
+FUNCTION_CASES: dict[str, Callable[..., object]] = {"grouped_query_attention": _grouped}
+
+
 def test_every_public_module_either_takes_need_weights_or_says_why_not():
     public = _public_modules()
     assert WITH_NEED_WEIGHTS, "no public module of attnlab.nn takes need_weights"
@@ -84,12 +106,38 @@ def test_every_public_module_either_takes_need_weights_or_says_why_not():
     assert set(WITH_NEED_WEIGHTS) <= set(CASES), (
         f"add a case for {sorted(set(WITH_NEED_WEIGHTS) - set(CASES))}"
     )
+    assert FUNCTIONS_WITH_NEED_WEIGHTS, "no public function of attnlab.nn takes need_weights"
+    assert set(FUNCTIONS_WITH_NEED_WEIGHTS) <= set(FUNCTION_CASES), (
+        f"add a case for {sorted(set(FUNCTIONS_WITH_NEED_WEIGHTS) - set(FUNCTION_CASES))}"
+    )
 
 
-@pytest.mark.parametrize("name", WITH_NEED_WEIGHTS)
+@pytest.mark.parametrize("name", WITH_NEED_WEIGHTS + FUNCTIONS_WITH_NEED_WEIGHTS)
 def test_need_weights_defaults_to_false(name):
-    parameter = inspect.signature(getattr(ann, name).forward).parameters["need_weights"]
-    assert parameter.default is False, f"{name}.forward(need_weights={parameter.default!r})"
+    obj = getattr(ann, name)
+    parameter = inspect.signature(getattr(obj, "forward", obj)).parameters["need_weights"]
+    assert parameter.default is False, f"{name}(need_weights={parameter.default!r})"
+
+
+@pytest.mark.parametrize("bad", [1, 0, "yes", None], ids=["1", "0", "yes", "None"])
+@pytest.mark.parametrize("name", WITH_NEED_WEIGHTS + FUNCTIONS_WITH_NEED_WEIGHTS)
+def test_need_weights_must_be_a_bool(name, bad):
+    """One rule: ``need_weights=1`` is not read as ``True`` (nor ``"yes"``, ``0``, ``None``)."""
+    if name in FUNCTION_CASES:
+        call = FUNCTION_CASES[name]
+    else:
+        case = CASES[name]
+        torch.manual_seed(0)
+        module = case.build().double()
+        x = _x()
+
+        def call(**kwargs):
+            return module(x, **case.kwargs(), **kwargs)
+
+    with pytest.raises(
+        TypeError, match="^need_weights must be True or False, got " + re.escape(repr(bad))
+    ):
+        call(need_weights=bad)
 
 
 def _weight_tensors(weights) -> list[Tensor]:

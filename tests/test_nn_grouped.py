@@ -104,9 +104,10 @@ def test_masks_including_fully_masked_rows(h, g, layout):
     dead = ~allowed.any(-1)  # (b, h, s_q): rows with no allowed key
     assert dead.any(), "each layout has a fully masked row"
     assert torch.all(ours[dead] == 0) and torch.all(w[dead] == 0)
-    # PyTorch 2.13 agrees on every row (it also returns zeros for fully masked rows on CPU)
+    # PyTorch 2.13 on the CPU agrees on every row, fully masked ones included (zeros there)
     theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
     torch.testing.assert_close(ours[~dead], theirs[~dead], rtol=0, atol=1e-12)
+    assert torch.all(theirs[dead] == 0)
 
 
 def test_g_equal_h_is_multi_head_attention_and_g_smaller_repeats_the_heads():

@@ -149,6 +149,21 @@ def check_int(value: Any, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
+def check_bool(value: Any, name: str) -> bool:
+    """Return ``value`` if it is ``True`` or ``False``; a flag is never read as truthy.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a Python ``bool`` (``1``, ``0``, ``"yes"``, ``None``, ``np.True_``).
+    """
+    if not isinstance(value, bool):
+        raise TypeError(
+            f"{name} must be True or False, got {value!r} of type {type(value).__name__}"
+        )
+    return value
+
+
 def check_float(value: Any, name: str, positive: bool = True) -> float:
     """Return ``value`` as a finite ``float`` (and ``> 0`` if ``positive``).
 

@@ -18,7 +18,14 @@ import math
 import torch
 from torch import Tensor, nn
 
-from attnlab._validate import check_float, check_int, check_tensor, require_nonempty, values_checked
+from attnlab._validate import (
+    check_bool,
+    check_float,
+    check_int,
+    check_tensor,
+    require_nonempty,
+    values_checked,
+)
 from attnlab.gam import gam_init_std
 from attnlab.nn.attention import masked_softmax
 from attnlab.nn.gam_functional import gam_logits, signed_power
@@ -71,6 +78,9 @@ class GeneralizedAttention(nn.Module):
         If ``h`` does not divide ``d``, ``n_brains < 1``, ``f``/``n1``/``degree`` do not fit
         together, or ``mix`` is not ``"learned"``/``"uniform"``; in ``forward``, on a ``y`` that
         is not ``(batch, n, d)`` or a mask that is not boolean or does not broadcast.
+    TypeError
+        In ``forward`` (and :meth:`heads`), if ``need_weights`` is not a bool (``1`` is not
+        ``True``).
 
     Notes
     -----
@@ -182,6 +192,7 @@ class GeneralizedAttention(nn.Module):
         ``y (batch, n, d)``, ``mask`` broadcastable to ``(batch, n, n)`` →
         ``z (batch, h, n, d / h)``, ``phi (batch, h, n, n)`` or ``None``.
         """
+        check_bool(need_weights, "need_weights")
         check_tensor(y, "y", f"(batch, n, {self.d})", min_ndim=3, like=self.b)
         if y.dim() != 3 or y.shape[-1] != self.d:
             raise ValueError(f"y must have shape (batch, n, {self.d}), got {tuple(y.shape)}")

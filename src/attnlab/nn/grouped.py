@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attnlab._validate import check_tensor, require_ndim, require_nonempty, shape_of
+from attnlab._validate import check_bool, check_tensor, require_ndim, require_nonempty, shape_of
 from attnlab.nn.attention import _check_mask, scaled_dot_product_attention
 
 LAYOUTS = {
@@ -97,7 +97,9 @@ def grouped_query_attention(
     Returns
     -------
     out : torch.Tensor
-        The attended values of every query head.
+        The attended values of every query head; alone unless ``need_weights=True`` (unlike
+        :func:`~attnlab.nn.attention.scaled_dot_product_attention`, which always returns the
+        pair).
     weights : torch.Tensor
         Only with ``need_weights=True``: the attention weights of every query head.
 
@@ -109,7 +111,8 @@ def grouped_query_attention(
     Raises
     ------
     TypeError
-        If ``q``, ``k``, ``v`` or ``mask`` is not a tensor, or ``scale`` is not a real number.
+        If ``q``, ``k``, ``v`` or ``mask`` is not a tensor, ``scale`` is not a real number,
+        or ``need_weights`` is not a bool (``1`` is not ``True``).
     ValueError
         If an input does not have exactly four axes, is not floating point, differs from ``q``
         in dtype or device; if the batch sizes differ, ``k`` and ``v`` have different numbers
@@ -129,9 +132,8 @@ def grouped_query_attention(
     >>> out.shape, out[0, :, 0, 0]
     (torch.Size([1, 4, 3, 1]), tensor([2., 2., 7., 7.]))
     """
+    check_bool(need_weights, "need_weights")
     _check_inputs(q, k, v)
-    if not isinstance(need_weights, bool):
-        raise TypeError(f"need_weights must be True or False, got {need_weights!r}")
     b, h, s_q, d_k = q.shape
     g, s_k = k.shape[1], k.shape[2]
     grouped_mask = None if mask is None else _grouped_mask(mask, (b, h, s_q, s_k), g)

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab._validate import (
+    check_bool,
     check_int,
     check_tensor,
     require_nonempty,
@@ -158,7 +159,8 @@ class MultiHeadAttention(nn.Module):
     Raises
     ------
     TypeError
-        If ``d`` or ``h`` is not an integer (a bool is not), or an input is not a tensor.
+        If ``d`` or ``h`` is not an integer (a bool is not), or an input is not a tensor;
+        in ``forward``, if ``need_weights`` is not a bool (``1`` is not ``True``).
     ValueError
         If ``h`` does not divide ``d`` or a size is not positive; in ``forward``, if an input
         has the wrong rank, width, dtype or device, ``x`` and ``context`` have different
@@ -231,6 +233,7 @@ class MultiHeadAttention(nn.Module):
         weights : torch.Tensor
             Only if ``need_weights``: ``(b, h, s, s_k)`` (``(h, s, s_k)`` unbatched).
         """
+        check_bool(need_weights, "need_weights")
         weight = self.q_proj.weight
         _check_tokens(x, "x", weight, "(b, s, d) or (s, d)")
         if context is not None:

@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from attnlab._validate import (
+    check_bool,
     check_float,
     check_int,
     check_tensor,
@@ -190,7 +191,7 @@ class GAMRelativeAttention(nn.Module):
         (as :func:`attnlab.positions.gam_position_weights` always does).
     TypeError
         At construction if ``n`` is not an integer or ``c1`` not a real number (a bool is
-        neither).
+        neither); in ``forward`` if ``need_weights`` is not a bool (``1`` is not ``True``).
 
     Examples
     --------
@@ -329,6 +330,7 @@ class GAMRelativeAttention(nn.Module):
         weights : tuple of torch.Tensor
             Only if ``need_weights``: ``(phi, theta)``, each ``(batch, h, n, n)``.
         """
+        check_bool(need_weights, "need_weights")
         _check_tokens(y, "y", self.embed.weight, "(batch, n, d)")  # type, dtype, device, values
         if y.dim() != 3 or y.shape[1] != self.n or y.shape[2] != self.d:
             raise ValueError(

@@ -13,7 +13,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from attnlab._validate import check_int
+from attnlab._validate import check_bool, check_int
 from attnlab.nn.attention import _require_bool_mask, masked_softmax
 from attnlab.nn.multihead import _check_tokens
 from attnlab.positions import relative_position_index
@@ -84,7 +84,8 @@ class ShawRelativeAttention(nn.Module):
         overflow the dtype (as :func:`attnlab.positions.shaw_attention` always does).
     TypeError
         At construction if ``d``, ``h`` or ``k_max`` is not an integer (a bool or a float is
-        not); in ``forward`` if ``x`` or the mask is not a torch tensor.
+        not); in ``forward`` if ``x`` or the mask is not a torch tensor, or ``need_weights``
+        is not a bool (``1`` is not ``True``).
 
     Examples
     --------
@@ -159,6 +160,7 @@ class ShawRelativeAttention(nn.Module):
         weights : torch.Tensor
             Only if ``need_weights``: ``(batch, h, s, s)``.
         """
+        check_bool(need_weights, "need_weights")
         _check_tokens(x, "x", self.w_q.weight, "(batch, s, d)")  # type, dtype, device, values
         if x.dim() != 3 or x.shape[-1] != self.d or x.shape[1] == 0:
             raise ValueError(
