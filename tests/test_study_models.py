@@ -157,3 +157,13 @@ def test_gam_relative_slot_keeps_the_explicit_path_the_study_ran(monkeypatch):
     for name, relative in (("sdpa", True), ("sdpa", False), ("luong", True)):
         other = make_attention(name, 8, 2, 6, relative=relative)
         assert not other.explicit and other(x).shape == (3, 6, 8)
+
+
+def test_corpus_shaw_needs_a_bool_need_weights_with_and_without_positions():
+    from attnlab.study.slots import CorpusShawAttention
+
+    layer = CorpusShawAttention(8, 2, 3)
+    x = torch.randn(2, 5, 8)
+    for positions in (None, torch.tensor([0, 2, 3, 7, 9])):
+        with pytest.raises(TypeError, match="need_weights"):
+            layer(x, positions=positions, need_weights=1)

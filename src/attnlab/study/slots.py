@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from attnlab._validate import check_bool
 from attnlab.gam import gam_init_std
 from attnlab.nn import (
     GAMRelativeAttention,
@@ -217,6 +218,7 @@ class CorpusShawAttention(ShawRelativeAttention):
         positions: Tensor | None = None,
         need_weights: bool = False,
     ) -> Tensor | tuple[Tensor, Tensor]:
+        check_bool(need_weights, "need_weights")
         if positions is None:
             return super().forward(x, mask=mask, need_weights=need_weights)
         if x.dim() != 3 or x.shape[-1] != self.d or x.shape[1] == 0:
