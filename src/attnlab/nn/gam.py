@@ -135,8 +135,7 @@ class GeneralizedAttention(nn.Module):
             self.coeffs = nn.Parameter(start)  # (L, h, 1): broadcasts over (h, N_B)
         else:
             raise ValueError(f'f must be "power" or "poly", got {f!r}')
-        if not isinstance(recompute, bool):
-            raise TypeError(f"recompute must be True or False, got {recompute!r}")
+        check_bool(recompute, "recompute")
         self.d, self.h, self.n_brains, self.f, self.n1 = d, h, n_brains, f, float(n1)
         self.recompute = recompute
         std = gam_init_std(d, f=f, n1=n1, coeffs=init_coeffs)
