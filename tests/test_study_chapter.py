@@ -135,6 +135,13 @@ def expected(name: str) -> str | None:
             tried = sorted({r["lr"] for r in _rows() if _key(r) == k}, key=float)
             count += _group(k)[0]["lr"] in (tried[0], tried[-1])
         return str(count)
+    if name == "sweep.edge.long":  # of the block gapped-long (never extended): "k of n"
+        keys = {k for k in {_key(r) for r in _rows()} if k.endswith(".s2000")}
+        ends = 0
+        for k in keys:
+            tried = sorted({r["lr"] for r in _rows() if _key(r) == k}, key=float)
+            ends += _group(k)[0]["lr"] in (tried[0], tried[-1])
+        return f"{ends} of {len(keys)}"
     if name == "sweep.edge.solved":  # of those, perfect mean validation accuracy at that rate
         count = 0
         for k in {_key(r) for r in _rows()}:
