@@ -35,6 +35,17 @@ HERE = Path(__file__).resolve().parent
 TOL = 1e-9
 
 
+class _Explicit(torch.nn.Module):
+    """A module called with ``need_weights=True`` (its explicit path); returns the output."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args):
+        return self.inner(*args, need_weights=True)[0]
+
+
 def parity_cases() -> dict[str, tuple[Callable[[], torch.nn.Module], Callable]]:
     """name -> (build the module, make the inputs on a device in float64)."""
 
@@ -56,7 +67,13 @@ def parity_cases() -> dict[str, tuple[Callable[[], torch.nn.Module], Callable]]:
         (q,) = x(dev)
         return q, q, q, torch.ones(2, 6, dtype=torch.bool, device=dev)
 
+    def qkv_mask(dev):  # three different tensors, so each gets its own gradient
+        g = torch.Generator().manual_seed(2)
+        q, k, v = torch.randn(3, 2, 2, 6, 4, generator=g, dtype=torch.float64).to(dev)
+        return q, k, v, torch.tril(torch.ones(6, 6, dtype=torch.bool, device=dev))
+
     return {
+        "ScaledDotProductAttention": (lambda: ann.ScaledDotProductAttention(), qkv_mask),
         "MultiHeadAttention": (lambda: ann.MultiHeadAttention(8, 2), x_mask),
         "AttentionHead": (lambda: ann.AttentionHead(8, 4), x_mask),
         "LuongAttention(general)": (lambda: ann.LuongAttention("general", 8, 8, 8), luong_in),
@@ -77,6 +94,14 @@ def parity_cases() -> dict[str, tuple[Callable[[], torch.nn.Module], Callable]]:
         "GAMRelativeAttention(linear)": (lambda: ann.GAMRelativeAttention(8, 6, h=2), x_kw_mask),
         "GAMRelativeAttention(geometric)": (
             lambda: ann.GAMRelativeAttention(8, 6, h=2, combine="geometric"),
+            x_kw_mask,
+        ),
+        "GeneralizedAttention(n1=2, explicit)": (
+            lambda: _Explicit(ann.GeneralizedAttention(8, 2, n_brains=2, n1=2)),
+            x_mask,
+        ),
+        "GAMRelativeAttention(linear, explicit)": (
+            lambda: _Explicit(ann.GAMRelativeAttention(8, 6, h=2)),
             x_kw_mask,
         ),
         "ShawRelativeAttention": (lambda: ann.ShawRelativeAttention(8, 2, 3), x_mask),

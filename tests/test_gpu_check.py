@@ -1,0 +1,38 @@
+"""The prepared GPU check (benchmarks/gpu_check.py) runs its parity part end to end on the CPU.
+
+A session lent a GPU has minutes of device time; the script must not fail on its own plumbing
+there. Comparing the CPU with itself exercises every case (build, inputs, backward, gradients)
+and must give differences of exactly zero.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import torch
+
+import attnlab.nn as ann
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def test_parity_runs_every_case_on_the_cpu_with_zero_difference():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        gpu_check = importlib.import_module("gpu_check")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    rows = gpu_check.parity(torch.device("cpu"))
+    names = [name for name, _ in rows]
+    assert len(names) == len(gpu_check.parity_cases())
+    modules = [
+        name
+        for name in ann.__all__
+        if isinstance(getattr(ann, name), type) and issubclass(getattr(ann, name), torch.nn.Module)
+    ]
+    for module in modules:  # "every attnlab.nn module", as the script promises
+        assert any(name.split("(")[0] == module for name in names), module
+    assert any("explicit" in name for name in names) and any("recompute" in name for name in names)
+    assert all(gap == 0.0 for _, gap in rows), rows
