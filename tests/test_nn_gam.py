@@ -13,6 +13,7 @@ from torch.func import functional_call
 from attnlab import gam_attention
 from attnlab import gam_logits as np_gam_logits
 from attnlab.nn import GeneralizedAttention, gam_logits, signed_power
+from attnlab.nn.gam_fused import _checked_mask
 
 
 def _naive_torch_logits(y, b, f, n1, coeffs):
@@ -465,7 +466,7 @@ def test_fused_path_with_and_without_padded_values(pad):
         gam.mix_logits.normal_()
     y = torch.randn(3, 7, 8, dtype=torch.float64)
     for mask in _masks(3, 7):
-        checked = gam._checked_mask(mask, 3, 7)
+        checked = _checked_mask(mask, 3, 7, y.device)
         z = gam._fused_heads(y, checked, gam.value(y), pad=pad)
         z_exp, _ = gam.heads(y, mask, need_weights=True)
         torch.testing.assert_close(z, z_exp, rtol=0, atol=1e-12)
@@ -505,7 +506,7 @@ def test_recomputed_brains_give_the_explicit_outputs_and_gradients(pad, f, n1, d
         gam.mix_logits.normal_()
     y = torch.randn(3, 7, 8, dtype=torch.float64)
     for mask in _masks(3, 7):
-        fused = gam._fused_heads(y, gam._checked_mask(mask, 3, 7), gam.value(y), pad=pad)
+        fused = gam._fused_heads(y, _checked_mask(mask, 3, 7, y.device), gam.value(y), pad=pad)
         explicit, _ = gam.heads(y, mask, need_weights=True)
         torch.testing.assert_close(fused, explicit, rtol=0, atol=1e-12)
         cot = torch.randn_like(fused)  # the same upstream gradient for both paths
@@ -586,7 +587,8 @@ def _fused_args():
         ({"values": torch.randn(2, 4, 4)}, "values must have shape \\(batch, n, d\\)"),
         ({"b": torch.randn(3, 1, 4, 4), "mix": torch.ones(3, 1)}, "h = 3 must divide d = 4"),
         ({"mask": torch.ones(2, 5, 5)}, "mask must be boolean"),
-        ({"mask": torch.ones(2, 5, 4, dtype=torch.bool)}, "mask must have shape"),
+        ({"mask": torch.ones(2, 5, 4, dtype=torch.bool)}, "does not broadcast to"),
+        ({"mask": torch.ones(5, dtype=torch.bool)}, "mask must have shape \\(n, n\\) or"),
         ({"y": torch.randn(3, 5, 4)}, "y must have batch 1 or the batch of values"),
     ],
 )
@@ -636,3 +638,18 @@ def test_recompute_costs_one_more_forward_pass_of_every_brain(n, d, h, n_b, degr
     assert flops.gam_recompute_macs(n, d, h, n_b, terms) == (
         flops.gam_fused_cpu_macs(n, d, h, n_b, terms) + brains
     )
+
+
+def test_a_numpy_mask_gets_the_contracts_type_error_on_both_paths():
+    import numpy as np
+
+    from attnlab.nn.gam import gam_fused_heads
+
+    gam = GeneralizedAttention(4, 2)
+    mask = np.ones((5, 5), dtype=bool)
+    for need_weights in (False, True):
+        with pytest.raises(TypeError, match="torch.from_numpy"):
+            gam(torch.randn(1, 5, 4), mask, need_weights=need_weights)
+    args = _fused_args()
+    with pytest.raises(TypeError, match="torch.from_numpy"):
+        gam_fused_heads(args["y"], args["b"], args["mix"], args["values"], mask, n1=2.0)

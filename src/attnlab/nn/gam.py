@@ -29,7 +29,7 @@ from attnlab._validate import (
 from attnlab.gam import gam_init_std
 from attnlab.nn.attention import masked_softmax
 from attnlab.nn.gam_functional import gam_logits, signed_power
-from attnlab.nn.gam_fused import gam_features, gam_fused_heads
+from attnlab.nn.gam_fused import _checked_mask, gam_features, gam_fused_heads
 
 __all__ = ["signed_power", "gam_logits", "gam_features", "gam_fused_heads", "GeneralizedAttention"]
 
@@ -77,10 +77,11 @@ class GeneralizedAttention(nn.Module):
     ValueError
         If ``h`` does not divide ``d``, ``n_brains < 1``, ``f``/``n1``/``degree`` do not fit
         together, or ``mix`` is not ``"learned"``/``"uniform"``; in ``forward``, on a ``y`` that
-        is not ``(batch, n, d)`` or a mask that is not boolean or does not broadcast.
+        is not ``(batch, n, d)`` or a mask that is not boolean, does not broadcast or lies on
+        another device than ``y``.
     TypeError
-        In ``forward`` (and :meth:`heads`), if ``need_weights`` is not a bool (``1`` is not
-        ``True``).
+        If ``recompute`` is not a bool; in ``forward`` (and :meth:`heads`), if ``need_weights``
+        is not a bool (``1`` is not ``True``) or the mask is not a tensor.
 
     Notes
     -----
@@ -197,9 +198,7 @@ class GeneralizedAttention(nn.Module):
             raise ValueError(f"y must have shape (batch, n, {self.d}), got {tuple(y.shape)}")
         require_nonempty({"y": y})
         batch, n, _ = y.shape
-        if isinstance(mask, Tensor) and mask.device != y.device:
-            raise ValueError(f"mask is on {mask.device} but y is on {y.device}; move it with .to")
-        mask = self._checked_mask(mask, batch, n)
+        mask = _checked_mask(mask, batch, n, y.device)
         need_weights = need_weights or values_checked()  # the value checks need the logits
         values = self.value(y)  # (batch, n, d): head a owns columns a·d_v … (a+1)·d_v - 1
         if not need_weights:
@@ -211,27 +210,6 @@ class GeneralizedAttention(nn.Module):
         phi = torch.einsum("bhinm,hi->bhnm", psi, self.mix_weights.to(psi.dtype))
         v = values.reshape(batch, n, self.h, self.d // self.h).transpose(1, 2)
         return phi @ v, phi
-
-    def _checked_mask(self, mask: Tensor | None, batch: int, n: int) -> Tensor | None:
-        """``mask`` as ``(batch or 1, n, n)`` after checking its dtype and shape."""
-        if mask is None:
-            return None
-        if mask.dtype != torch.bool:
-            raise ValueError(f"mask must be boolean (True = may attend), got {mask.dtype}")
-        if mask.dim() not in (2, 3):
-            raise ValueError(
-                f"mask must have shape (n, n) or (batch, n, n), got {tuple(mask.shape)}"
-            )
-        try:
-            full = torch.broadcast_shapes(mask.shape, (batch, n, n))
-        except RuntimeError:
-            full = None
-        if full != (batch, n, n):
-            raise ValueError(
-                f"mask of shape {tuple(mask.shape)} does not broadcast to (batch, n, n) = "
-                f"{(batch, n, n)}"
-            )
-        return mask if mask.dim() == 3 else mask.unsqueeze(0)
 
     def _fused_heads(
         self, y: Tensor, mask: Tensor | None, values: Tensor, pad: bool | None = None

@@ -16,6 +16,7 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from attnlab._validate import check_tensor, shape_of
+from attnlab.nn.attention import _check_mask
 from attnlab.nn.gam_functional import _check_y_b, _terms, signed_power
 
 __all__ = ["gam_features", "gam_fused_heads"]
@@ -115,10 +116,36 @@ def _one_brain(
     return weight * o[:, 0, :, cols]  # (batch, n, d_v)
 
 
+def _checked_mask(
+    mask: Tensor | None, batch: int, n: int, device: torch.device
+) -> Tensor | None:
+    """A book mask for GAM's ``(batch, n, n)`` logits, as ``(batch or 1, n, n)``.
+
+    One rule for the layer and :func:`gam_fused_heads`: a boolean tensor (``True`` = may
+    attend) of shape ``(n, n)`` or ``(batch or 1, n, n)``, on ``device``.
+
+    Raises
+    ------
+    TypeError
+        If ``mask`` is not a tensor (a numpy mask: ``torch.from_numpy`` first).
+    ValueError
+        If it is not boolean, not 2-D or 3-D, does not broadcast to ``(batch, n, n)`` or lies
+        on another device.
+    """
+    if mask is None:
+        return None
+    _check_mask(mask, torch.Size((batch, n, n)))  # a bool tensor that broadcasts
+    if mask.dim() not in (2, 3):
+        raise ValueError(f"mask must have shape (n, n) or (batch, n, n), got {shape_of(mask)}")
+    if mask.device != device:
+        raise ValueError(f"mask is on {mask.device} but y is on {device}; move it with .to")
+    return mask if mask.dim() == 3 else mask.unsqueeze(0)
+
+
 def _check_fused_args(
     y: Tensor, b: Tensor, mix: Tensor, values: Tensor, mask: Tensor | None
-) -> None:
-    """Raise ``ValueError`` unless the arguments of :func:`gam_fused_heads` fit together."""
+) -> Tensor | None:
+    """Raise unless the arguments of :func:`gam_fused_heads` fit together; the checked mask."""
     _check_y_b(y, b)
     if b.dim() != 4:
         raise ValueError(f"b must have shape (h, N_B, d, d), got shape {shape_of(b)}")
@@ -137,14 +164,7 @@ def _check_fused_args(
         raise ValueError(
             f"y must have batch 1 or the batch of values ({values.shape[0]}), got {shape_of(y)}"
         )
-    if mask is None:
-        return
-    if mask.dtype != torch.bool:
-        raise ValueError(f"mask must be boolean (True = may attend), got {mask.dtype}")
-    if mask.dim() != 3 or mask.shape[1:] != (n, n) or mask.shape[0] not in (1, values.shape[0]):
-        raise ValueError(f"mask must have shape (batch or 1, {n}, {n}), got {shape_of(mask)}")
-    if mask.device != values.device:
-        raise ValueError(f"mask is on {mask.device} but values are on {values.device}")
+    return _checked_mask(mask, values.shape[0], n, values.device)
 
 
 def gam_fused_heads(
@@ -193,7 +213,7 @@ def gam_fused_heads(
     values : torch.Tensor
         ``(batch, n, d)``; head ``a`` owns columns ``a·d_v … (a+1)·d_v - 1``.
     mask : torch.Tensor of bool, optional
-        ``(batch or 1, n, n)``, ``True`` = may attend.
+        ``(n, n)`` or ``(batch or 1, n, n)``, ``True`` = may attend, on the values' device.
     f, n1, coeffs
         As in :func:`gam_logits` (``coeffs`` of shape ``(L, h, 1)``).
     pad : bool, optional
@@ -215,10 +235,12 @@ def gam_fused_heads(
     ValueError
         If the shapes do not fit together (``b`` not ``(h, N_B, d, d)``, ``mix`` not
         ``(h, N_B)``, ``values`` not ``(batch, n, d)``, ``h`` not dividing ``d``), or the mask
-        is not a boolean ``(batch or 1, n, n)`` tensor on the values' device; and as
-        :func:`gam_logits`.
+        is not boolean, not 2-D or 3-D, does not broadcast to ``(batch, n, n)`` or lies on
+        another device; and as :func:`gam_logits`.
+    TypeError
+        If the mask is not a tensor.
     """
-    _check_fused_args(y, b, mix, values, mask)
+    mask = _check_fused_args(y, b, mix, values, mask)
     batch, n, d = values.shape
     h, n_b = b.shape[0], b.shape[1]
     d_v = d // h

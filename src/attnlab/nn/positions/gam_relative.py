@@ -26,6 +26,7 @@ from attnlab._validate import (
 )
 from attnlab.gam import gam_init_std
 from attnlab.nn.gam import GeneralizedAttention, gam_fused_heads, gam_logits
+from attnlab.nn.gam_fused import _checked_mask
 from attnlab.nn.multihead import _check_tokens
 
 REL_EMBEDDINGS = ("none", "scaled", "layernorm")
@@ -360,7 +361,7 @@ class GAMRelativeAttention(nn.Module):
                 self.b_p,
                 self.mix_s_weights,
                 self.content.value(y),
-                self.content._checked_mask(mask, batch, self.n),
+                _checked_mask(mask, batch, self.n, y.device),
                 f=self.content.f,
                 n1=self.content.n1,
                 coeffs=self.content.coeffs,
