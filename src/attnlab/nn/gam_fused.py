@@ -74,13 +74,13 @@ def gam_features(
     _check_y_b(y, b)
     lead = b.shape[:-2]
     batch, n, m = y.shape
-    queries, keys = [], []
-    for a_l, p in _terms(f, n1, coeffs):
-        g = signed_power(y, p)  # (batch, n, M)
+    keys = _stacked_powers(y, f, n1, coeffs)  # (batch, n, L·M)
+    queries = []
+    for term, (a_l, _) in enumerate(_terms(f, n1, coeffs)):
+        g = keys[..., term * m : (term + 1) * m]  # Y^{∘l}, (batch, n, M)
         q = g.reshape(batch, *([1] * len(lead)), n, m) @ b  # (batch, *lead, n, M)
         queries.append(q if a_l is None else a_l[..., None, None] * q)
-        keys.append(g)
-    return torch.cat(queries, dim=-1), torch.cat(keys, dim=-1)
+    return torch.cat(queries, dim=-1), keys
 
 
 def _stacked_powers(y: Tensor, f: str, n1: float, coeffs: Tensor | None) -> Tensor:
