@@ -183,19 +183,26 @@ def _child_profile(layer: str, n: int, threads: int) -> None:
     print(json.dumps({"bytes": highest}))
 
 
-def profiled_peak(layer: str, n: int) -> float | None:
-    """MiB from :func:`_child_profile` in a fresh process, or ``None`` if it fails."""
+def _in_child(mode: str, layer: str, n: int, env: dict[str, str] | None = None) -> dict | None:
+    """Run this script as ``--child`` or ``--profile`` in a fresh process with as many torch
+    threads as this one; its last line of output as JSON, or ``None`` if the child failed."""
     threads = str(torch.get_num_threads())
-    script = str(Path(__file__).resolve())
     result = subprocess.run(
-        [sys.executable, script, "--profile", layer, str(n), threads],
+        [sys.executable, str(Path(__file__).resolve()), mode, layer, str(n), threads],
         capture_output=True,
         text=True,
         cwd=HERE,
+        env=env,
     )
     if result.returncode != 0:
         return None
-    return json.loads(result.stdout.strip().splitlines()[-1])["bytes"] / 2**20
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def profiled_peak(layer: str, n: int) -> float | None:
+    """MiB from :func:`_child_profile` in a fresh process, or ``None`` if it fails."""
+    got = _in_child("--profile", layer, n)
+    return None if got is None else got["bytes"] / 2**20
 
 
 def peak(layer: str, n: int, live: bool) -> dict[str, float]:
@@ -204,20 +211,14 @@ def peak(layer: str, n: int, live: bool) -> dict[str, float]:
     ``live=True`` fixes glibc's mmap threshold so that freed tensors leave the process at once
     (the growth then follows the tensors alive at once); ``False`` keeps glibc's defaults.
     """
-    threads = str(torch.get_num_threads())  # the child uses as many threads as this process
     env = dict(os.environ)
     env.pop("MALLOC_MMAP_THRESHOLD_", None)
     if live:
         env["MALLOC_MMAP_THRESHOLD_"] = str(128 * 1024)
-    result = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--child", layer, str(n), threads],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=HERE,
-        env=env,
-    )
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    got = _in_child("--child", layer, n, env)
+    if got is None:
+        raise RuntimeError(f"the memory child for {layer} at n = {n} failed")
+    return got
 
 
 def explicit_bytes(n: int) -> int:

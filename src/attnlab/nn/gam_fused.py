@@ -188,10 +188,9 @@ def gam_fused_heads(
     ``torch.nn.functional.scaled_dot_product_attention`` with scale 1, with queries
     ``Q_{a,i} = [A_{a,l} Y^{∘l} B_{a,i}]_l`` and keys ``K = [Y^{∘l}]_l``
     (:func:`gam_features`); the keys are computed once and shared. One brain at a time, not
-    all in one batched call, so that only one brain's
-    attention is being computed at any moment: when this replaced the batched call, it ran at
-    the same speed on the CPU with less than half the peak memory (Performance page). PyTorch's
-    CPU flash kernel needs values as wide as the queries (``F = L·d``), so on the CPU
+    all in one batched call, so that only one brain's attention is being computed at any moment
+    (a batched call would hold every brain's queries and outputs together). PyTorch's CPU flash
+    kernel needs values as wide as the queries (``F = L·d``), so on the CPU
     (``pad=None`` or ``True``) every brain attends over all ``d`` value columns (zero-padded to
     ``F``) and keeps its own head's slice. Elsewhere (``pad=False``) each brain gets its own
     head's ``d_v`` columns, which CUDA's memory-efficient kernel should accept (not checked on a
