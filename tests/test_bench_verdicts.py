@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
-
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+from _benchmarks import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(BENCHMARKS))  # the script imports _timing and flops by bare name
-    try:
-        yield importlib.import_module("bench_gam_fused")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    return load_benchmark("bench_gam_fused")
 
 
 def test_rate_verdict_uses_the_lowest_ratio_and_the_70_percent_line(bench):

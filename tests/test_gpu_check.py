@@ -7,23 +7,14 @@ and must give differences of exactly zero.
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import torch
+from _benchmarks import load_benchmark
 
 import attnlab.nn as ann
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
 
 def test_parity_runs_every_case_on_the_cpu_with_zero_difference():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        gpu_check = importlib.import_module("gpu_check")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    gpu_check = load_benchmark("gpu_check")
     rows = gpu_check.parity(torch.device("cpu"))
     names = [name for name, _ in rows]
     assert len(names) == len(gpu_check.parity_cases())

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from _benchmarks import load_benchmark
 from torch import nn
 from torch.func import functional_call
 
@@ -408,14 +409,7 @@ def test_fused_path_never_builds_an_n_by_n_float_tensor():
 
 
 def _load_flops():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "flops.py"
-    spec = importlib.util.spec_from_file_location("flops", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("flops")
 
 
 def _counted_macs(fn) -> int:
