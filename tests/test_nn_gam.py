@@ -647,3 +647,14 @@ def test_a_numpy_mask_gets_the_contracts_type_error_on_both_paths():
     args = _fused_args()
     with pytest.raises(TypeError, match="torch.from_numpy"):
         gam_fused_heads(args["y"], args["b"], args["mix"], args["values"], mask, n1=2.0)
+
+
+@pytest.mark.parametrize(("name", "value"), [("pad", "yes"), ("pad", 1), ("recompute", 1)])
+def test_gam_fused_heads_flags_must_be_bools(name, value):
+    from attnlab.nn.gam import gam_fused_heads
+
+    args = _fused_args()
+    with pytest.raises(TypeError, match=name):
+        gam_fused_heads(
+            args["y"], args["b"], args["mix"], args["values"], None, n1=2.0, **{name: value}
+        )

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from attnlab._validate import check_tensor, shape_of
+from attnlab._validate import check_bool, check_tensor, shape_of
 from attnlab.nn.attention import _check_mask
 from attnlab.nn.gam_functional import _check_y_b, _terms, signed_power
 
@@ -237,9 +237,12 @@ def gam_fused_heads(
         is not boolean, not 2-D or 3-D, does not broadcast to ``(batch, n, n)`` or lies on
         another device; and as :func:`gam_logits`.
     TypeError
-        If the mask is not a tensor.
+        If the mask is not a tensor, or ``pad`` / ``recompute`` is not a bool.
     """
     mask = _check_fused_args(y, b, mix, values, mask)
+    check_bool(recompute, "recompute")
+    if pad is not None:
+        check_bool(pad, "pad")
     batch, n, d = values.shape
     h, n_b = b.shape[0], b.shape[1]
     d_v = d // h
