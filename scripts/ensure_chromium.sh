@@ -17,10 +17,7 @@ fi
 SUDO="$(apt_sudo)"
 if [ "$SUDO" != "none" ]; then
     echo "==> $CHROMIUM not found: installing Debian's chromium with apt-get"
-    export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get update -q >/dev/null &&
-        $SUDO apt-get install -y -q chromium >/dev/null ||
-        echo "apt-get could not install chromium"
+    apt_install "$SUDO" chromium || echo "apt-get could not install chromium"
 fi
 
 if [ -x "$CHROMIUM" ]; then

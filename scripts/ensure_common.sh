@@ -26,3 +26,21 @@ fail_or_skip() {
     cat >&2
     exit 2
 }
+
+# Install Debian packages (and apt-get options such as --no-install-recommends) with apt-get,
+# run as $1 (what apt_sudo printed): wait up to 10 minutes for another apt-get's lock (the
+# ensure scripts may run side by side), and if the install fails, update the package lists
+# (missing or stale in a fresh container) and try once more. apt-get writes to $APT_LOG
+# (default /tmp/attnlab_apt.log); on failure its last lines go to stderr. Returns 0 or 1.
+apt_install() {
+    local sudo="$1"
+    shift
+    local log="${APT_LOG:-/tmp/attnlab_apt.log}"
+    local apt=($sudo apt-get -o DPkg::Lock::Timeout=600 -q -y)
+    export DEBIAN_FRONTEND=noninteractive
+    "${apt[@]}" install "$@" >"$log" 2>&1 && return 0
+    "${apt[@]}" update >>"$log" 2>&1
+    "${apt[@]}" install "$@" >>"$log" 2>&1 && return 0
+    tail -5 "$log" >&2
+    return 1
+}

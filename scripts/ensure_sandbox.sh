@@ -24,12 +24,7 @@ if ! command -v bwrap >/dev/null 2>&1; then
     SUDO="$(apt_sudo)"
     if [ "$SUDO" != "none" ]; then
         echo "==> bwrap not found: installing Debian's bubblewrap with apt-get"
-        export DEBIAN_FRONTEND=noninteractive
-        $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -q bubblewrap util-linux >/dev/null ||
-            { $SUDO apt-get update -q >/dev/null &&
-              $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -q bubblewrap util-linux \
-                  >/dev/null; } ||
-            echo "apt-get could not install bubblewrap"
+        apt_install "$SUDO" bubblewrap util-linux || echo "apt-get could not install bubblewrap"
     fi
 fi
 

@@ -56,17 +56,10 @@ fi
 SUDO="$(apt_sudo)"
 if [ "$SUDO" != "none" ]; then
     echo "==> missing $todo: installing Debian's TeX Live (125 MB download, 400 MB on disk)"
-    export DEBIAN_FRONTEND=noninteractive
-    # Another apt-get (ensure_chromium.sh, a second make) may hold the lock: wait for it.
-    APT=($SUDO apt-get -o DPkg::Lock::Timeout=600 -q -y)
-    LOG=/tmp/attnlab_texlive.log
     SECONDS=0
-    if ! "${APT[@]}" install --no-install-recommends "${PACKAGES[@]}" >"$LOG" 2>&1; then
-        # The package lists may be missing or stale (a fresh container): update, retry.
-        "${APT[@]}" update >>"$LOG" 2>&1
-        "${APT[@]}" install --no-install-recommends "${PACKAGES[@]}" >>"$LOG" 2>&1 ||
-            { tail -5 "$LOG" >&2; echo "apt-get could not install TeX Live (log: $LOG)" >&2; }
-    fi
+    export APT_LOG=/tmp/attnlab_texlive.log
+    apt_install "$SUDO" --no-install-recommends "${PACKAGES[@]}" ||
+        echo "apt-get could not install TeX Live (log: $APT_LOG)" >&2
     todo="$(missing)"
     if [ -z "$todo" ]; then
         echo "    TeX Live installed in ${SECONDS}s ($(xelatex --version | head -1))"

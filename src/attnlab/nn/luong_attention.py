@@ -14,13 +14,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from attnlab._validate import (
-    check_int,
-    require_finite,
-    require_nonempty,
-    shape_of,
-    values_checked,
-)
+from attnlab._validate import check_int, check_tensor, require_nonempty, shape_of
 from attnlab.nn.attention import masked_softmax
 
 __all__ = ["SCORES", "LuongAttention"]
@@ -117,11 +111,8 @@ class LuongAttention(nn.Module):
         return f"score={self.score!r}"
 
     def _check(self, query: Tensor, keys: Tensor) -> None:
-        for name, t in (("query", query), ("keys", keys)):
-            if not isinstance(t, Tensor):
-                raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-            if not t.is_floating_point():
-                raise ValueError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+        check_tensor(query, "query", "(B, n, d_q)", min_ndim=0)  # rank: below
+        check_tensor(keys, "keys", "(B, m, d_k)", min_ndim=0)
         if query.dim() != 3 or keys.dim() != 3 or query.shape[0] != keys.shape[0]:
             raise ValueError(
                 f"query must be (B, n, d_q) and keys (B, m, d_k) with the same B, got "
@@ -152,9 +143,6 @@ class LuongAttention(nn.Module):
                 f"this LuongAttention({self.score!r}) expects d_q={self.query_size}, "
                 f"d_k={self.key_size}, got query {shape_of(query)}, keys {shape_of(keys)}"
             )
-        if values_checked():
-            require_finite(query, "query")
-            require_finite(keys, "keys")
 
     def scores(self, query: Tensor, keys: Tensor) -> Tensor:
         """The score of every key for every query, before the softmax: ``(B, n, m)``."""
@@ -209,8 +197,7 @@ class LuongAttention(nn.Module):
         """
         self._check(query, keys)
         values = keys if values is None else values
-        if not isinstance(values, Tensor):
-            raise TypeError(f"values must be a torch.Tensor, got {type(values).__name__}")
+        check_tensor(values, "values", "(B, m, d_v)", min_ndim=0)  # rank: below
         if values.dim() != 3 or values.shape[:2] != keys.shape[:2]:
             raise ValueError(
                 f"values must be (B, m, d_v) like keys of shape {shape_of(keys)}, "
@@ -221,8 +208,6 @@ class LuongAttention(nn.Module):
                 f"values must share dtype and device with keys ({keys.dtype} on {keys.device}), "
                 f"got {values.dtype} on {values.device}"
             )
-        if values_checked():
-            require_finite(values, "values")
         logits = self._scores(query, keys)
         mask = None
         if key_mask is not None:

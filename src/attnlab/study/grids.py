@@ -97,6 +97,77 @@ EDGE_SPECS = (
 )  # fmt: skip
 
 
+#: The blocks 1–11 of the full grid at the default rate 3e-3, in priority order: one
+#: ``(task, attention, positions, embedding[, settings])`` per configuration (see the list
+#: above). :func:`full_blocks` runs each on every seed of ``SEEDS``. A block holds recall
+#: runs only or none (they train for another number of steps).
+_BLOCKS = {
+    "ablation": [
+        ("gapped", a, "rel", e)
+        for a in ("gam-p1", "gam-p2", "gam-poly")
+        for e in ("none", "layernorm", "scaled")
+    ],
+    "gapped": [
+        ("gapped", "sdpa", "rel", "-"),
+        ("gapped", "luong", "rel", "-"),
+        ("gapped", "sdpa", "abs", "-"),
+        ("gapped", "gam-p1", "abs", "-"),
+        ("gapped", "gam-p2", "abs", "-"),
+    ],
+    "length": [
+        ("shift", "sdpa", "rel", "-", {"long_n": 32}),
+        ("shift", "luong", "rel", "-", {"long_n": 32}),
+        ("shift", "sdpa", "abs", "-"),
+    ],
+    "matched": [("gapped", "sdpa", "rel", "-", {"d": 36})],
+    "sanity": [("recall", "luong", "abs", "-"), ("recall", "gam-p1", "abs", "-")],
+    "lr": [
+        ("gapped", *config, {"lr": lr})
+        for config in (
+            ("sdpa", "rel", "-"),
+            ("sdpa", "abs", "-"),
+            ("gam-p2", "rel", "none"),
+            ("gam-p2", "rel", "layernorm"),
+            ("gam-p1", "rel", "layernorm"),
+        )
+        for lr in LRS
+        if lr != 3e-3
+    ],
+    "layers2": [
+        ("gapped", "sdpa", "rel", "-", {"layers": 2}),
+        ("gapped", "gam-p2", "rel", "none", {"layers": 2}),
+        ("gapped", "gam-p2", "rel", "layernorm", {"layers": 2}),
+        ("gapped", "gam-p1", "rel", "layernorm", {"layers": 2}),
+    ],
+    "recall": [
+        ("recall", "sdpa", "abs", "-"),
+        ("recall", "gam-p2", "abs", "-"),
+        ("recall", "sdpa", "rel", "-"),
+        ("recall", "gam-p2", "rel", "layernorm"),
+    ],
+    "brains": [
+        ("gapped", "gam-p1-b2", "rel", "layernorm"),
+        ("gapped", "gam-p2-b2", "rel", "layernorm"),
+        ("gapped", "sdpa", "rel", "-", {"d": 42}),
+    ],
+    "reverse": [
+        ("reverse", "sdpa", "rel", "-"),
+        ("reverse", "gam-p1", "rel", "layernorm"),
+        ("reverse", "gam-p1", "rel", "none"),
+    ],
+    "far": [
+        ("gapped-far", "sdpa", "rel", "-"),
+        ("gapped-far", "luong", "rel", "-"),
+        ("gapped-far", "sdpa", "abs", "-"),
+        ("gapped-far", "sdpa", "rel", "-", {"d": 36}),
+        ("gapped-far", "gam-p1", "rel", "layernorm"),
+        ("gapped-far", "gam-p2", "rel", "layernorm"),
+        ("gapped-far", "gam-p2", "rel", "scaled"),
+        ("gapped-far", "gam-poly", "rel", "scaled"),
+    ],
+}  # fmt: skip
+
+
 def _block(specs, seeds=SEEDS, **common) -> list[RunConfig]:
     """Configurations for every ``(task, attention, positions, embedding, extra)`` × seed."""
     out = []
@@ -118,87 +189,14 @@ def _sweep(block: list[RunConfig]) -> list[RunConfig]:
 def full_blocks(
     steps: int = FULL_STEPS, recall_steps: int = RECALL_STEPS
 ) -> dict[str, list[RunConfig]]:
-    """The blocks of the full grid by name, in priority order."""
-    gam_rel = ("gam-p1", "gam-p2", "gam-poly")
+    """The blocks of the full grid by name, in priority order.
+
+    Recall runs train ``recall_steps`` steps, every other run ``steps`` (except
+    ``gapped-long``, at ``LONG_STEPS``).
+    """
     blocks = {
-        "ablation": _block(
-            [("gapped", a, "rel", e) for a in gam_rel for e in ("none", "layernorm", "scaled")],
-            steps=steps,
-        ),
-        "gapped": _block(
-            [("gapped", a, "rel", "-") for a in ("sdpa", "luong")]
-            + [("gapped", a, "abs", "-") for a in ("sdpa", "gam-p1", "gam-p2")],
-            steps=steps,
-        ),
-        "length": _block(
-            [("shift", a, "rel", "-", {"long_n": 32}) for a in ("sdpa", "luong")]
-            + [("shift", "sdpa", "abs", "-")],
-            steps=steps,
-        ),
-        "matched": _block([("gapped", "sdpa", "rel", "-", {"d": 36})], steps=steps),
-        "sanity": _block(
-            [("recall", a, "abs", "-") for a in ("luong", "gam-p1")], steps=recall_steps
-        ),
-        "lr": _block(
-            [
-                ("gapped", a, p, e, {"lr": lr})
-                for a, p, e in (
-                    ("sdpa", "rel", "-"),
-                    ("sdpa", "abs", "-"),
-                    ("gam-p2", "rel", "none"),
-                    ("gam-p2", "rel", "layernorm"),
-                    ("gam-p1", "rel", "layernorm"),
-                )
-                for lr in LRS
-                if lr != 3e-3
-            ],
-            steps=steps,
-        ),  # fmt: skip
-        "layers2": _block(
-            [
-                ("gapped", a, "rel", e)
-                for a, e in (
-                    ("sdpa", "-"),
-                    ("gam-p2", "none"),
-                    ("gam-p2", "layernorm"),
-                    ("gam-p1", "layernorm"),
-                )
-            ],
-            steps=steps,
-            layers=2,
-        ),  # fmt: skip
-        "recall": _block(
-            [("recall", a, "abs", "-") for a in ("sdpa", "gam-p2")]
-            + [("recall", "sdpa", "rel", "-"), ("recall", "gam-p2", "rel", "layernorm")],
-            steps=recall_steps,
-        ),
-        "brains": _block(
-            [("gapped", a, "rel", "layernorm") for a in ("gam-p1-b2", "gam-p2-b2")]
-            + [("gapped", "sdpa", "rel", "-", {"d": 42})],
-            steps=steps,
-        ),
-        "reverse": _block(
-            [
-                ("reverse", "sdpa", "rel", "-"),
-                ("reverse", "gam-p1", "rel", "layernorm"),
-                ("reverse", "gam-p1", "rel", "none"),
-            ],
-            steps=steps,
-        ),  # fmt: skip
-        "far": _block(
-            [("gapped-far", a, "rel", "-") for a in ("sdpa", "luong")]
-            + [("gapped-far", "sdpa", "abs", "-"), ("gapped-far", "sdpa", "rel", "-", {"d": 36})]
-            + [
-                ("gapped-far", a, "rel", e)
-                for a, e in (
-                    ("gam-p1", "layernorm"),
-                    ("gam-p2", "layernorm"),
-                    ("gam-p2", "scaled"),
-                    ("gam-poly", "scaled"),
-                )
-            ],
-            steps=steps,
-        ),  # fmt: skip
+        name: _block(specs, steps=recall_steps if specs[0][0] == "recall" else steps)
+        for name, specs in _BLOCKS.items()
     }
     blocks["lr-recall"] = _sweep(blocks["sanity"] + blocks["recall"])
     swept = {c.key() for c in blocks["lr"]}
