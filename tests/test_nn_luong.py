@@ -195,3 +195,13 @@ def test_exact_match_counts_whole_sequences_and_ignores_padding():
     tokens = task_tensors(padded)[3].clone()
     tokens[2, -1] = 5
     assert exact_match(_FixedDecoder(tokens), padded) == 1.0
+
+
+@pytest.mark.parametrize("score", ["dot", "general", "concat"])
+def test_inputs_of_another_dtype_are_named_with_the_input_they_must_match(score):
+    layer = LuongAttention(score, 4, 4, 4)
+    q, k = torch.randn(1, 2, 4), torch.randn(1, 3, 4)
+    with pytest.raises(ValueError, match=r"^keys is torch.float64 .* \(query\)"):
+        layer(q, k.double())
+    with pytest.raises(ValueError, match=r"^values is torch.float64 .* \(keys\)"):
+        layer(q, k, k.double())

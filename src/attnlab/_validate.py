@@ -237,11 +237,14 @@ def require_finite_logits(
 QK_OVERFLOW = {"cause": "largest |q|·|k| is too big for this dtype", "inputs": "q and k"}
 
 
-def check_tensor(t: Any, name: str, layout: str, min_ndim: int = 1, like: Any = None) -> None:
+def check_tensor(
+    t: Any, name: str, layout: str, min_ndim: int = 1, like: Any = None, like_name: str = ""
+) -> None:
     """The always-on checks of a torch input: type, float dtype, rank, dtype/device of ``like``.
 
     While :func:`check_values` is on, also :func:`require_finite`. ``like`` is a tensor the
-    input must agree with in dtype and device (a module's weight, or another input).
+    input must agree with in dtype and device (a module's weight, or another input, named by
+    ``like_name`` in the message).
 
     Raises
     ------
@@ -261,9 +264,10 @@ def check_tensor(t: Any, name: str, layout: str, min_ndim: int = 1, like: Any = 
     if t.ndim < min_ndim:
         raise ValueError(f"{name} must have shape {layout}, got shape {shape_of(t)}")
     if like is not None and (t.dtype != like.dtype or t.device != like.device):
+        what = like_name or "the module's parameters or the other inputs"
         raise ValueError(
             f"{name} is {t.dtype} on {t.device} but must match {like.dtype} on {like.device} "
-            "(the module's parameters or the other inputs); convert with .to(...)"
+            f"({what}); convert with .to(...)"
         )
     if values_checked():
         require_finite(t, name)

@@ -29,7 +29,8 @@ LAYOUTS = {
 def _check_inputs(q: Tensor, k: Tensor, v: Tensor) -> None:
     """Raise unless ``q``, ``k``, ``v`` are 4-D float tensors with compatible grouped shapes."""
     for name, t in (("q", q), ("k", k), ("v", v)):
-        check_tensor(t, name, LAYOUTS[name], min_ndim=4, like=None if name == "q" else q)
+        like = None if name == "q" else q
+        check_tensor(t, name, LAYOUTS[name], min_ndim=4, like=like, like_name="q")
         require_ndim(t, name, 4, LAYOUTS[name])
     shapes = f"q has shape {shape_of(q)}, k has shape {shape_of(k)}, v has shape {shape_of(v)}"
     if not q.shape[0] == k.shape[0] == v.shape[0]:

@@ -112,16 +112,11 @@ class LuongAttention(nn.Module):
 
     def _check(self, query: Tensor, keys: Tensor) -> None:
         check_tensor(query, "query", "(B, n, d_q)", min_ndim=0)  # rank: below
-        check_tensor(keys, "keys", "(B, m, d_k)", min_ndim=0)
+        check_tensor(keys, "keys", "(B, m, d_k)", min_ndim=0, like=query, like_name="query")
         if query.dim() != 3 or keys.dim() != 3 or query.shape[0] != keys.shape[0]:
             raise ValueError(
                 f"query must be (B, n, d_q) and keys (B, m, d_k) with the same B, got "
                 f"query of shape {shape_of(query)}, keys of shape {shape_of(keys)}"
-            )
-        if query.dtype != keys.dtype or query.device != keys.device:
-            raise ValueError(
-                f"query and keys must share dtype and device, got query {query.dtype} on "
-                f"{query.device}, keys {keys.dtype} on {keys.device}"
             )
         for param in self.parameters():
             if param.dtype != query.dtype or param.device != query.device:
@@ -197,16 +192,11 @@ class LuongAttention(nn.Module):
         """
         self._check(query, keys)
         values = keys if values is None else values
-        check_tensor(values, "values", "(B, m, d_v)", min_ndim=0)  # rank: below
+        check_tensor(values, "values", "(B, m, d_v)", min_ndim=0, like=keys, like_name="keys")
         if values.dim() != 3 or values.shape[:2] != keys.shape[:2]:
             raise ValueError(
                 f"values must be (B, m, d_v) like keys of shape {shape_of(keys)}, "
                 f"got values of shape {shape_of(values)}"
-            )
-        if values.dtype != keys.dtype or values.device != keys.device:
-            raise ValueError(
-                f"values must share dtype and device with keys ({keys.dtype} on {keys.device}), "
-                f"got {values.dtype} on {values.device}"
             )
         logits = self._scores(query, keys)
         mask = None
