@@ -70,8 +70,16 @@ def test_the_chapter_states_this_claim_and_protocol():
     assert f"{STEPS} steps of {BATCH} images" in text
 
 
-@pytest.mark.parametrize("kwargs", [{"steps": 0}, {"batch": -1}, {"steps": True}, {"batch": 2.5}])
-def test_train_patch_model_rejects_bad_counts(kwargs):
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"steps": 0}, ValueError),
+        ({"batch": -1}, ValueError),
+        ({"steps": True}, TypeError),  # the error contract: a bool is not an integer
+        ({"batch": 2.5}, TypeError),
+    ],
+)
+def test_train_patch_model_rejects_bad_counts(kwargs, error):
     task = colour_texture_task(2)
-    with pytest.raises(ValueError, match="positive integer"):
+    with pytest.raises(error, match="positive integer"):
         train_patch_model(PatchModel(4), task, **kwargs)

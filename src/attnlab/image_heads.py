@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from attnlab._validate import check_int
 from attnlab.images import ColourTextureTask
 from attnlab.nn import MultiHeadAttention
 
@@ -78,8 +79,10 @@ def train_patch_model(
 
     Raises
     ------
+    TypeError
+        If ``steps`` or ``batch`` is not an integer (a bool or a float is not).
     ValueError
-        If ``steps`` or ``batch`` is not a positive integer.
+        If ``steps`` or ``batch`` is below 1.
 
     Examples
     --------
@@ -90,9 +93,7 @@ def train_patch_model(
     >>> model = PatchModel(4)
     >>> train_patch_model(model, colour_texture_task(8), steps=2, batch=4)
     """
-    for name, value in (("steps", steps), ("batch", batch)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    steps, batch = check_int(steps, "steps"), check_int(batch, "batch")
     x = torch.tensor(task.tokens, dtype=torch.float32)
     y = torch.tensor(task.targets, dtype=torch.float32)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
