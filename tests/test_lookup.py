@@ -154,3 +154,30 @@ def test_train_rejects_bad_input():
         train_lookup(model, x, np.full(20, np.nan))
     with pytest.raises(ValueError, match="two different values"):
         train_lookup(model, x, np.zeros(20))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"d": True, "d_k": 2}, TypeError, "d must be an integer"),
+        ({"d": 7, "d_k": 2.0}, TypeError, "d_k must be an integer"),
+        ({"d": 7, "d_k": 2, "value_index": np.int64(-1)}, None, None),  # numpy integers are fine
+        ({"d": 0, "d_k": 2}, ValueError, "positive"),
+        ({"d": 7, "d_k": 2, "value_index": 7}, ValueError, "value_index"),
+    ],
+)
+def test_lookup_attention_sizes(kwargs, error, message):
+    if error is None:
+        assert LookupAttention(**kwargs).d == 7
+        return
+    with pytest.raises(error, match=message):
+        LookupAttention(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("steps", "error"), [(True, TypeError), (2.0, TypeError), ("3", TypeError), (0, ValueError)]
+)
+def test_train_lookup_refuses_bad_steps(steps, error):
+    x, y = lookup_task(20, seed=5)
+    with pytest.raises(error, match="steps"):
+        train_lookup(LookupAttention(x.shape[-1], 2), x, y, steps=steps, lr=0.05)

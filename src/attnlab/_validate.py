@@ -125,6 +125,10 @@ def require_qkv_sizes(q: Any, k: Any, v: Any) -> None:
         ) from None
 
 
+#: ``check_int(value, name, minimum=ANY_INT)`` accepts any integer (its range checked elsewhere).
+ANY_INT = -(2**62)
+
+
 def check_int(value: Any, name: str, minimum: int = 1) -> int:
     """Return ``value`` as an ``int`` if it is an integer ``>= minimum``.
 

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from attnlab._validate import ANY_INT, check_int
 from attnlab.sequences import (
     BOS_ID,
     PAD_ID,
@@ -210,8 +211,7 @@ def lookup_task(
     True
     """
     for name, value in (("n", n), ("s", s), ("n_keys", n_keys), ("window", window)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer):
-            raise TypeError(f"{name} must be an integer, got {value!r}")
+        check_int(value, name, minimum=ANY_INT)  # the ranges are checked below
     if n <= 0:
         raise ValueError(f"n must be positive, got {n}")
     if n_keys < 2:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from attnlab._validate import check_int
+from attnlab._validate import ANY_INT, check_int
 from attnlab.gam_power import _power_terms
 
 __all__ = ["gam_init_std"]
@@ -75,7 +75,7 @@ def gam_init_std(
     >>> round(gam_init_std(16), 6), round(gam_init_std(16, n1=2), 6)  # E[u^4] = 3 for n1 = 2
     (0.0625, 0.020833)
     """
-    m = check_int(m, "m", minimum=-(2**62))  # a bool or a float is a TypeError
+    m = check_int(m, "m", minimum=ANY_INT)  # a bool or a float is a TypeError
     if m < 1:
         raise ValueError(f"m (the width M) must be at least 1, got {m}")
     terms = _power_terms(f, n1, coeffs)

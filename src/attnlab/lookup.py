@@ -24,6 +24,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from attnlab._validate import ANY_INT, check_int
+
 
 def _as_tokens(x: np.typing.ArrayLike | Tensor, d: int | None = None) -> Tensor:
     """``x`` as a float64 tensor of shape ``(n, s, d)`` with ``s >= 2``, checked."""
@@ -86,8 +88,7 @@ class LookupAttention(nn.Module):
     ) -> None:
         super().__init__()
         for name, value in (("d", d), ("d_k", d_k), ("value_index", value_index)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an integer, got {value!r}")
+            check_int(value, name, minimum=ANY_INT)  # the ranges are checked below
         if d < 1 or d_k < 1:
             raise ValueError(f"d and d_k must be positive, got d={d}, d_k={d_k}")
         if not -d <= value_index < d:
@@ -205,8 +206,7 @@ def train_lookup(
     """
     if not isinstance(model, LookupAttention):
         raise TypeError(f"model must be a LookupAttention, got {type(model).__name__}")
-    if isinstance(steps, bool) or not isinstance(steps, int):
-        raise TypeError(f"steps must be an integer, got {steps!r}")
+    check_int(steps, "steps", minimum=ANY_INT)  # the range is checked below
     if steps < 1 or not lr > 0:
         raise ValueError(f"steps and lr must be positive, got steps={steps}, lr={lr}")
     t = _as_tokens(x, model.d)

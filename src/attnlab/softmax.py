@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab._validate import as_float_array, check_int
+from attnlab._validate import ANY_INT, as_float_array, check_int
 
 
 def softmax(x: np.typing.ArrayLike, axis: int = -1) -> np.ndarray:
@@ -57,7 +57,7 @@ def softmax(x: np.typing.ArrayLike, axis: int = -1) -> np.ndarray:
     array([1., 0.], dtype=float32)
     """
     x = as_float_array(x, "x")
-    axis = check_int(axis, "axis", minimum=-(2**62))  # the range is checked below
+    axis = check_int(axis, "axis", minimum=ANY_INT)  # the range is checked below
     if np.isnan(x).any() or np.isposinf(x).any():
         raise ValueError("x (the logits) contains NaN or +inf; only -inf (masked) is allowed")
     if not -x.ndim <= axis < x.ndim:
