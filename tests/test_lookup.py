@@ -144,9 +144,9 @@ def test_train_rejects_bad_input():
         train_lookup(torch.nn.Linear(7, 1), x, y)
     with pytest.raises(TypeError, match="steps"):
         train_lookup(model, x, y, steps=True)
-    with pytest.raises(ValueError, match="steps and lr"):
+    with pytest.raises(ValueError, match="steps must be a positive integer"):
         train_lookup(model, x, y, steps=0)
-    with pytest.raises(ValueError, match="steps and lr"):
+    with pytest.raises(ValueError, match="lr must be a positive finite number"):
         train_lookup(model, x, y, lr=-1.0)
     with pytest.raises(ValueError, match="target must have shape"):
         train_lookup(model, x, y[:-1])
@@ -164,6 +164,9 @@ def test_train_rejects_bad_input():
         ({"d": 7, "d_k": 2, "value_index": np.int64(-1)}, None, None),  # numpy integers are fine
         ({"d": 0, "d_k": 2}, ValueError, "positive"),
         ({"d": 7, "d_k": 2, "value_index": 7}, ValueError, "value_index"),
+        ({"d": 7, "d_k": 2, "init_std": float("inf")}, ValueError, "init_std"),
+        ({"d": 7, "d_k": 2, "init_std": 0.0}, ValueError, "init_std"),
+        ({"d": 7, "d_k": 2, "init_std": "0.1"}, TypeError, "init_std"),
     ],
 )
 def test_lookup_attention_sizes(kwargs, error, message):
@@ -181,3 +184,12 @@ def test_train_lookup_refuses_bad_steps(steps, error):
     x, y = lookup_task(20, seed=5)
     with pytest.raises(error, match="steps"):
         train_lookup(LookupAttention(x.shape[-1], 2), x, y, steps=steps, lr=0.05)
+
+
+@pytest.mark.parametrize(
+    ("lr", "error"), [(float("nan"), ValueError), (float("inf"), ValueError), (True, TypeError)]
+)
+def test_train_lookup_refuses_bad_rates(lr, error):
+    x, y = lookup_task(20, seed=5)
+    with pytest.raises(error, match="lr"):
+        train_lookup(LookupAttention(x.shape[-1], 2), x, y, steps=2, lr=lr)

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from attnlab._validate import ANY_INT, check_int
+from attnlab._validate import ANY_INT, check_float, check_int
 
 
 def _as_tokens(x: np.typing.ArrayLike | Tensor, d: int | None = None) -> Tensor:
@@ -95,8 +95,7 @@ class LookupAttention(nn.Module):
             raise ValueError(
                 f"value_index must be a column of a token of width {d}, got {value_index}"
             )
-        if not init_std > 0:
-            raise ValueError(f"init_std must be positive, got {init_std}")
+        init_std = check_float(init_std, "init_std")
         gen = torch.Generator().manual_seed(seed)
         self.d, self.value_index = d, value_index
         self.w_q = nn.Parameter(init_std * torch.randn(d, d_k, generator=gen, dtype=torch.float64))
@@ -190,10 +189,11 @@ def train_lookup(
     Raises
     ------
     ValueError
-        If the shapes do not fit, ``steps`` or ``lr`` is not positive, or the data are not
-        finite.
+        If the shapes do not fit, ``steps`` or ``lr`` is not positive (``lr`` also: not
+        finite), or the data are not finite.
     TypeError
-        If ``model`` is not a :class:`LookupAttention` or ``steps`` is not an integer.
+        If ``model`` is not a :class:`LookupAttention`, ``steps`` is not an integer or ``lr``
+        not a real number (a bool is neither).
 
     Examples
     --------
@@ -206,9 +206,8 @@ def train_lookup(
     """
     if not isinstance(model, LookupAttention):
         raise TypeError(f"model must be a LookupAttention, got {type(model).__name__}")
-    check_int(steps, "steps", minimum=ANY_INT)  # the range is checked below
-    if steps < 1 or not lr > 0:
-        raise ValueError(f"steps and lr must be positive, got steps={steps}, lr={lr}")
+    check_int(steps, "steps")
+    lr = check_float(lr, "lr")
     t = _as_tokens(x, model.d)
     y = torch.as_tensor(
         np.asarray(target, dtype=np.float64)
