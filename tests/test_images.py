@@ -132,3 +132,16 @@ def test_task_errors():
         colour_texture_task(2, patch=3)
     with pytest.raises(ValueError, match="positive integer"):
         colour_texture_task(0)
+
+
+@pytest.mark.parametrize("bad", [True, 2.0, "4"])
+def test_sizes_that_are_not_integers_are_type_errors(bad):
+    """The error contract: a bool (True would read as 1) or a float is not a size."""
+    with pytest.raises(TypeError, match="patch"):
+        image_to_patches(np.zeros((8, 8, 3)), bad)
+    with pytest.raises(TypeError, match="patch"):
+        patches_to_image(np.zeros((4, 48)), (2, 2), patch=bad)
+    with pytest.raises(TypeError, match="factor"):
+        downsample(np.zeros((8, 8, 3)), bad)
+    with pytest.raises(TypeError, match="grid"):
+        colour_texture_task(2, grid=bad)

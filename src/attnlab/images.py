@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attnlab._validate import as_float_array, require_ndim
+from attnlab._validate import as_float_array, check_int, require_ndim
 
 #: The three patch colours of :func:`colour_texture_task` (RGB in [0, 1]): red, green, blue.
 TASK_COLOURS = np.array([[0.8, 0.2, 0.2], [0.2, 0.8, 0.2], [0.2, 0.2, 0.8]])
@@ -51,6 +51,8 @@ def image_to_patches(image: np.typing.ArrayLike, patch: int = 4) -> np.ndarray:
     ValueError
         If the image is not 3-D (or 4-D with a batch axis), ``patch`` is not positive, or
         ``patch`` does not divide the height or the width.
+    TypeError
+        If ``patch`` is not an integer (a bool or a float is not).
 
     Examples
     --------
@@ -63,8 +65,7 @@ def image_to_patches(image: np.typing.ArrayLike, patch: int = 4) -> np.ndarray:
     img = as_float_array(image, "image")
     if img.ndim not in (3, 4):
         raise ValueError(f"image must have shape (H, W, C) or (n, H, W, C), got {img.shape}")
-    if not isinstance(patch, (int, np.integer)) or patch < 1:
-        raise ValueError(f"patch must be a positive integer, got {patch!r}")
+    patch = check_int(patch, "patch")
     height, width, channels = img.shape[-3:]
     if height % patch or width % patch:
         raise ValueError(
@@ -104,8 +105,10 @@ def patches_to_image(
     Raises
     ------
     ValueError
-        If ``patch`` is not a positive integer, the number of tokens is not ``rows·cols`` or
-        the token size is not a multiple of ``patch²``.
+        If ``patch`` is not positive, the number of tokens is not ``rows·cols`` or the token
+        size is not a multiple of ``patch²``.
+    TypeError
+        If ``patch`` is not an integer (a bool or a float is not).
 
     Examples
     --------
@@ -117,8 +120,7 @@ def patches_to_image(
     """
     tok = as_float_array(tokens, "tokens")
     require_ndim(tok, "tokens", 2, "(rows*cols, patch*patch*C)")
-    if not isinstance(patch, (int, np.integer)) or patch < 1:
-        raise ValueError(f"patch must be a positive integer, got {patch!r}")
+    patch = check_int(patch, "patch")
     rows, cols = grid
     if tok.shape[0] != rows * cols:
         raise ValueError(f"grid {grid} needs {rows * cols} tokens, got tokens of shape {tok.shape}")
@@ -154,6 +156,8 @@ def downsample(image: np.typing.ArrayLike, factor: int) -> np.ndarray:
     ------
     ValueError
         If ``factor`` is not positive or does not divide the height and width.
+    TypeError
+        If ``factor`` is not an integer (a bool or a float is not).
 
     Examples
     --------
@@ -165,8 +169,7 @@ def downsample(image: np.typing.ArrayLike, factor: int) -> np.ndarray:
     """
     img = as_float_array(image, "image")
     require_ndim(img, "image", 3, "(H, W, C)")
-    if not isinstance(factor, (int, np.integer)) or factor < 1:
-        raise ValueError(f"factor must be a positive integer, got {factor!r}")
+    factor = check_int(factor, "factor")
     height, width, channels = img.shape
     if height % factor or width % factor:
         raise ValueError(f"factor={factor} must divide the height and width of {img.shape}")
@@ -289,6 +292,8 @@ def colour_texture_task(
     ValueError
         If ``n``, ``grid`` or ``patch`` is not positive, or ``patch`` is odd (the textures
         need an even patch to be orthogonal).
+    TypeError
+        If ``n``, ``grid`` or ``patch`` is not an integer (a bool or a float is not).
 
     Examples
     --------
@@ -297,9 +302,7 @@ def colour_texture_task(
     >>> task.tokens.shape, task.targets.shape
     ((2, 64, 48), (2, 64, 6))
     """
-    for name, value in (("n", n), ("grid", grid), ("patch", patch)):
-        if not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    n, grid, patch = check_int(n, "n"), check_int(grid, "grid"), check_int(patch, "patch")
     if patch % 2:
         raise ValueError(f"patch must be even so that the textures are orthogonal, got {patch}")
     rng = np.random.default_rng(seed)
