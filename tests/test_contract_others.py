@@ -33,18 +33,6 @@ from attnlab.nn import positions as npos
 ARRAYS = ("rank", "size", "empty", "nonfinite", "dtype", "type", "float16")
 
 
-def _odd(draw):
-    return 2 * draw(st.integers(0, 1)) + 1
-
-
-def _shaw_dims(draw):
-    return {**dims(s=(1, 4), dk=(1, 3), dv=(1, 3))(draw), "kk": _odd(draw)}
-
-
-def _gam_rel_dims(draw):
-    return dims(n=(1, 3), m=(1, 3), nb=(1, 2), ns=(1, 2), mv=(1, 3))(draw)
-
-
 NUMPY = [
     Spec(
         "gam_attention",
@@ -64,47 +52,6 @@ NUMPY = [
         floats={"n1": 1.0},
         bad_values={"n1": (0.0, -1.0, float("nan"), float("inf"), 200.0, 1e6)},
         skip=ARRAYS,
-    ),
-    Spec(
-        "shaw_attention",
-        {
-            "q": ("s", "dk"),
-            "k": ("s", "dk"),
-            "v": ("s", "dv"),
-            "a_k": ("kk", "dk"),
-            "a_v": ("kk", "dv"),
-        },
-        _shaw_dims,
-        lambda a, p: al.shaw_attention(a["q"], a["k"], a["v"], a["a_k"], a["a_v"]),
-        empty=("s", "dk"),
-        exact_rank=("a_k", "a_v"),
-    ),
-    Spec(
-        "gam_position_weights",
-        {"p": ("n", "m"), "b_p": ("nb", "m", "m")},
-        dims(n=(1, 4), m=(1, 3), nb=(1, 2)),
-        lambda a, p: al.gam_position_weights(a["p"], a["b_p"], **numpy_params(p)),
-        floats={"n1": 1.0},
-        empty=("n", "m"),
-        exact_rank=("p",),
-    ),
-    Spec(
-        "gam_relative_attention",
-        {
-            "y": ("n", "m"),
-            "p": ("n", "m"),
-            "b": ("nb", "m", "m"),
-            "b_p": ("ns", "m", "m"),
-            "w_v": ("m", "mv"),
-        },
-        _gam_rel_dims,
-        lambda a, p: al.gam_relative_attention(
-            a["y"], a["p"], a["b"], a["b_p"], a["w_v"], **numpy_params(p)
-        ),
-        floats={"c1": 0.5},
-        bad_values={"c1": (-0.5, 1.5, float("nan"), "1")},
-        empty=("n", "m"),
-        exact_rank=("y", "p", "w_v"),
     ),
     Spec(
         "sinusoidal_positions",
@@ -138,15 +85,6 @@ NUMPY = [
         ints={"n": 3, "k_max": 1},
         bad_values={"n": (0, -1, 2.0), "k_max": (-1, 1.0)},
         skip=ARRAYS,
-    ),
-    Spec(
-        "combine_linear",
-        {"z": ("n", "d"), "pi": ("n", "d")},
-        dims(n=(1, 3), d=(1, 3)),
-        lambda a, p: al.combine_linear(a["z"], a["pi"], **numpy_params(p)),
-        floats={"c1": 0.5},
-        bad_values={"c1": (-0.5, 1.5, float("nan"), "1")},
-        no_rank=("z", "pi"),
     ),
 ]
 

@@ -11,6 +11,8 @@ to another module's contract are covered by the hand-written cases of
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from _contract import (
     FAST,
@@ -46,52 +48,77 @@ def _gam_dims(draw):
     return dims(n=(1, 4), m=(1, 3), nb=(1, 2), ns=(1, 2), dv=(1, 3))(draw)
 
 
+#: c1 must lie strictly between 0 and 1 (eq. 20): both ends, beyond them, NaN, inf, a string.
+C1_BAD = (0.0, 1.0, -1.0, -0.5, 1.5, float("nan"), float("inf"), "1")
+
+
+def _with_and_without_mask(spec: Spec) -> list[Spec]:
+    """``spec`` (its optional ``mask`` given) and the same call without it (``mask=None``)."""
+    args = {name: shape for name, shape in spec.args.items() if name != "mask"}
+    return [spec, dataclasses.replace(spec, name=f"{spec.name}[mask=None]", args=args)]
+
+
 NUMPY_SPECS = [
-    Spec(
-        "shaw_attention",
-        {
-            "q": ("s", "dk"),
-            "k": ("s", "dk"),
-            "v": ("s", "dv"),
-            "a_k": ("r", "dk"),
-            "a_v": ("r", "dv"),
-            "mask": ("s", "s"),
-        },
-        _shaw_dims,
-        lambda a, p: al.shaw_attention(a["q"], a["k"], a["v"], a["a_k"], a["a_v"], a["mask"]),
-        empty=("s", "dk"),
-        exact_rank=("a_k", "a_v"),
-        bool_args=("mask",),
-        no_rank=("mask",),
+    *_with_and_without_mask(
+        Spec(
+            "shaw_attention",
+            {
+                "q": ("s", "dk"),
+                "k": ("s", "dk"),
+                "v": ("s", "dv"),
+                "a_k": ("r", "dk"),
+                "a_v": ("r", "dv"),
+                "mask": ("s", "s"),
+            },
+            _shaw_dims,
+            lambda a, p: al.shaw_attention(
+                a["q"], a["k"], a["v"], a["a_k"], a["a_v"], a.get("mask")
+            ),
+            empty=("s", "dk"),
+            exact_rank=("a_k", "a_v"),
+            bool_args=("mask",),
+            no_rank=("mask",),
+        )
     ),
-    Spec(
-        "gam_position_weights",
-        {"p": ("n", "m"), "b_p": ("nb", "m", "m"), "mask": ("n", "n")},
-        _gam_dims,
-        lambda a, p: al.gam_position_weights(a["p"], a["b_p"], mask=a["mask"]),
-        free=("nb",),
-        empty=("n", "m", "nb"),
-        exact_rank=("p",),
-        bool_args=("mask",),
-        no_rank=("mask",),
+    *_with_and_without_mask(
+        Spec(
+            "gam_position_weights",
+            {"p": ("n", "m"), "b_p": ("nb", "m", "m"), "mask": ("n", "n")},
+            _gam_dims,
+            lambda a, p: al.gam_position_weights(
+                a["p"], a["b_p"], mask=a.get("mask"), **numpy_params(p)
+            ),
+            floats={"n1": 1.0},
+            free=("nb",),
+            empty=("n", "m", "nb"),
+            exact_rank=("p",),
+            bool_args=("mask",),
+            no_rank=("mask",),
+        )
     ),
-    Spec(
-        "gam_relative_attention",
-        {
-            "y": ("n", "m"),
-            "p": ("n", "m"),
-            "b": ("nb", "m", "m"),
-            "b_p": ("ns", "m", "m"),
-            "w_v": ("m", "dv"),
-        },
-        _gam_dims,
-        lambda a, p: al.gam_relative_attention(
-            a["y"], a["p"], a["b"], a["b_p"], a["w_v"], **numpy_params(p)
-        ),
-        floats={"c1": 0.5},
-        free=("nb", "ns", "dv"),
-        empty=("n", "m", "ns"),
-        exact_rank=("y", "p"),
+    *_with_and_without_mask(
+        Spec(
+            "gam_relative_attention",
+            {
+                "y": ("n", "m"),
+                "p": ("n", "m"),
+                "b": ("nb", "m", "m"),
+                "b_p": ("ns", "m", "m"),
+                "w_v": ("m", "dv"),
+                "mask": ("n", "n"),
+            },
+            _gam_dims,
+            lambda a, p: al.gam_relative_attention(
+                a["y"], a["p"], a["b"], a["b_p"], a["w_v"], mask=a.get("mask"), **numpy_params(p)
+            ),
+            floats={"c1": 0.5},
+            bad_values={"c1": C1_BAD},
+            free=("nb", "ns", "dv"),
+            empty=("n", "m", "ns"),
+            exact_rank=("y", "p", "w_v"),
+            bool_args=("mask",),
+            no_rank=("mask",),
+        )
     ),
     Spec(
         "combine_linear",
@@ -99,6 +126,7 @@ NUMPY_SPECS = [
         dims(n=(1, 3), d=(1, 3)),
         lambda a, p: al.combine_linear(a["z"], a["pi"], **numpy_params(p)),
         floats={"c1": 0.5},
+        bad_values={"c1": C1_BAD},
         exact_rank=("z", "pi"),
     ),
     Spec(
@@ -192,4 +220,4 @@ def test_specs_cover_every_array_function_of_the_package():
     }
     import attnlab.positions as positions
 
-    assert set(positions.__all__) == hand_tested | {s.name for s in NUMPY_SPECS}
+    assert set(positions.__all__) == hand_tested | {s.name.split("[")[0] for s in NUMPY_SPECS}
