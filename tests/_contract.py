@@ -415,6 +415,25 @@ def build_module(factory: Callable[[], Any], dtype: Any, constant: bool) -> Any:
     return module.to(dtype)
 
 
+def module_call(
+    factory: Callable[[dict[str, Any], dict[str, Any]], Any],
+    forward: Callable[[Any, dict[str, Any]], Any],
+) -> Callable[[dict[str, Any], dict[str, Any]], Any]:
+    """A ``Spec.call`` for a torch module: build it, then run it on the case's arrays.
+
+    ``factory(arrays, params)`` makes the module, built by :func:`build_module` in the case's
+    dtype (:func:`torch_dtype`), with every parameter 0.5 for the all-300 inputs of the float16
+    overflow case; ``forward(module, arrays)`` calls it.
+    """
+
+    def call(arrays: dict[str, Any], params: dict[str, Any]) -> Any:
+        dtype = torch_dtype(params)
+        constant = is_overflow_input(arrays)
+        return forward(build_module(lambda: factory(arrays, params), dtype, constant), arrays)
+
+    return call
+
+
 def is_overflow_input(arrays: dict[str, Any]) -> bool:
     """Whether the float arrays are the all-300 inputs of the float16 overflow case."""
     for a in arrays.values():
@@ -434,6 +453,7 @@ __all__ = [
     "classify",
     "dims",
     "is_overflow_input",
+    "module_call",
     "numpy_params",
     "sdpa_spec",
     "torch_dtype",

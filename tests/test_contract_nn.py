@@ -17,11 +17,10 @@ from _contract import (
     FAST,
     Spec,
     bad_cases,
-    build_module,
     check,
     classify,
     dims,
-    is_overflow_input,
+    module_call,
     sdpa_spec,
     torch_dtype,
     torch_values_checked,
@@ -49,33 +48,27 @@ def _masked_softmax(a, p):
     return ann.masked_softmax(a["logits"], a["mask"])
 
 
-def _head(a, p):
-    dtype = torch_dtype(p)
-    head = build_module(
-        lambda: ann.AttentionHead(p["hidden_size"], p["head_size"]), dtype, is_overflow_input(a)
-    )
-    return head(a["x"], a["mask"])
+_head = module_call(
+    lambda a, p: ann.AttentionHead(p["hidden_size"], p["head_size"]),
+    lambda head, a: head(a["x"], a["mask"]),
+)
 
 
 def _mha(need_weights):
-    def run(a, p):
-        dtype = torch_dtype(p)
-        mha = build_module(lambda: ann.MultiHeadAttention(p["d"], p["h"]), dtype, False)
-        if is_overflow_input(a):
-            mha = build_module(lambda: ann.MultiHeadAttention(p["d"], p["h"]), dtype, True)
-        return mha(a["x"], mask=a["mask"], need_weights=need_weights, context=a["context"])
-
-    return run
+    return module_call(
+        lambda a, p: ann.MultiHeadAttention(p["d"], p["h"]),
+        lambda mha, a: mha(a["x"], mask=a["mask"], need_weights=need_weights, context=a["context"]),
+    )
 
 
 def _luong(score):
-    def run(a, p):
-        dtype = torch_dtype(p)
+    def attention(a, p):
         sizes = {k: p[k] for k in ("query_size", "key_size", "attn_size") if k in p}
-        attn = build_module(lambda: ann.LuongAttention(score, **sizes), dtype, is_overflow_input(a))
-        return attn(a["query"], a["keys"], a["values"], a["key_mask"])
+        return ann.LuongAttention(score, **sizes)
 
-    return run
+    return module_call(
+        attention, lambda attn, a: attn(a["query"], a["keys"], a["values"], a["key_mask"])
+    )
 
 
 LUONG = {

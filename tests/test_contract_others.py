@@ -15,12 +15,10 @@ from _contract import (
     FAST,
     Spec,
     bad_cases,
-    build_module,
     check,
     dims,
-    is_overflow_input,
+    module_call,
     numpy_params,
-    torch_dtype,
     torch_values_checked,
 )
 from hypothesis import given
@@ -89,28 +87,18 @@ NUMPY = [
 ]
 
 
-def _gam_module(a, p):
-    dtype = torch_dtype(p)
-    gam = build_module(
-        lambda: ann.GeneralizedAttention(p["d"], p["h"], n1=p["n1"]), dtype, is_overflow_input(a)
-    )
-    return gam(a["y"], a["mask"])
-
-
-def _shaw_module(a, p):
-    dtype = torch_dtype(p)
-    shaw = build_module(
-        lambda: ann.ShawRelativeAttention(p["d"], p["h"], p["k_max"]), dtype, is_overflow_input(a)
-    )
-    return shaw(a["x"], a["mask"], need_weights=True)
-
-
-def _gam_relative_module(a, p):
-    dtype = torch_dtype(p)
-    gam = build_module(
-        lambda: ann.GAMRelativeAttention(p["d"], p["n"], h=p["h"]), dtype, is_overflow_input(a)
-    )
-    return gam(a["y"], mask=a["mask"], need_weights=True)
+_gam_module = module_call(
+    lambda a, p: ann.GeneralizedAttention(p["d"], p["h"], n1=p["n1"]),
+    lambda gam, a: gam(a["y"], a["mask"]),
+)
+_shaw_module = module_call(
+    lambda a, p: ann.ShawRelativeAttention(p["d"], p["h"], p["k_max"]),
+    lambda shaw, a: shaw(a["x"], a["mask"], need_weights=True),
+)
+_gam_relative_module = module_call(
+    lambda a, p: ann.GAMRelativeAttention(p["d"], p["n"], h=p["h"]),
+    lambda gam, a: gam(a["y"], mask=a["mask"], need_weights=True),
+)
 
 
 TORCH = [
