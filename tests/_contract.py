@@ -389,6 +389,33 @@ def sdpa_spec(
     )
 
 
+def self_attention_spec(
+    name: str,
+    sizes: Callable[[Any], dict[str, int]],
+    call: Callable[[dict[str, Any], dict[str, Any]], Any],
+    x: str = "x",
+    s: str = "s",
+    **fields: Any,
+) -> Spec:
+    """The :class:`Spec` of a torch self-attention module: ``x (b, s, d)`` and ``mask (s, s)``.
+
+    ``x`` (named ``x``, or ``y`` in GAM) accepts no other rank; the boolean ``mask`` may
+    broadcast, so a flattened one can be legal and gets no rank case. ``fields`` are the
+    module's own (hyperparameters, ``free``, ``derived``, ``empty`` symbols...).
+    """
+    return Spec(
+        name,
+        {x: ("b", s, "d"), "mask": (s, s)},
+        sizes,
+        call,
+        backend="torch",
+        exact_rank=(x,),
+        bool_args=("mask",),
+        no_rank=("mask",),
+        **fields,
+    )
+
+
 def torch_dtype(params: dict[str, Any]):
     """The torch dtype a torch spec should build its module in (float64 unless float16)."""
     import torch
@@ -456,6 +483,7 @@ __all__ = [
     "module_call",
     "numpy_params",
     "sdpa_spec",
+    "self_attention_spec",
     "torch_dtype",
     "torch_values_checked",
 ]

@@ -22,6 +22,7 @@ from _contract import (
     dims,
     module_call,
     sdpa_spec,
+    self_attention_spec,
     torch_dtype,
     torch_values_checked,
 )
@@ -102,17 +103,13 @@ SPECS = [
         bool_args=("mask",),
         no_rank=("logits", "mask"),
     ),
-    Spec(
+    self_attention_spec(
         "nn.AttentionHead",
-        {"x": ("b", "s", "d"), "mask": ("s", "s")},
         dims(b=(0, 2), s=(1, 3), d=(3, 3)),
         _head,
-        backend="torch",
         ints={"hidden_size": 3, "head_size": 2},
         derived=("d",),
         empty=("s",),
-        bool_args=("mask",),
-        no_rank=("mask",),
     ),
     Spec(
         "nn.LuongAttention[dot]",

@@ -19,6 +19,7 @@ from _contract import (
     dims,
     module_call,
     numpy_params,
+    self_attention_spec,
     torch_values_checked,
 )
 from hypothesis import given
@@ -102,45 +103,34 @@ _gam_relative_module = module_call(
 
 
 TORCH = [
-    Spec(
+    self_attention_spec(
         "nn.GeneralizedAttention",
-        {"y": ("b", "n", "d"), "mask": ("n", "n")},
         dims(b=(0, 2), n=(1, 3), d=(4, 4)),
         _gam_module,
-        backend="torch",
+        x="y",
+        s="n",
         ints={"d": 4, "h": 2},
         floats={"n1": 1.0},
         derived=("d",),
         empty=("n",),
-        exact_rank=("y",),
-        bool_args=("mask",),
-        no_rank=("mask",),
     ),
-    Spec(
+    self_attention_spec(
         "nn.ShawRelativeAttention",
-        {"x": ("b", "s", "d"), "mask": ("s", "s")},
         dims(b=(0, 2), s=(1, 3), d=(4, 4)),
         _shaw_module,
-        backend="torch",
         ints={"d": 4, "h": 2, "k_max": 1},
         bad_values={"k_max": (-1, 1.0)},
         derived=("d",),
         empty=("s",),
-        exact_rank=("x",),
-        bool_args=("mask",),
-        no_rank=("mask",),
     ),
-    Spec(
+    self_attention_spec(
         "nn.GAMRelativeAttention",
-        {"y": ("b", "n", "d"), "mask": ("n", "n")},
         dims(b=(1, 2), n=(3, 3), d=(4, 4)),
         _gam_relative_module,
-        backend="torch",
+        x="y",
+        s="n",
         ints={"d": 4, "n": 3, "h": 2},
         derived=("d", "n"),
-        exact_rank=("y",),
-        bool_args=("mask",),
-        no_rank=("mask",),
     ),
     Spec(
         "nn.gam_logits",

@@ -22,6 +22,7 @@ from _contract import (
     dims,
     module_call,
     numpy_params,
+    self_attention_spec,
     torch_values_checked,
 )
 from hypothesis import given
@@ -165,30 +166,22 @@ _gam_module = module_call(
 
 
 TORCH_SPECS = [
-    Spec(
+    self_attention_spec(
         "ShawRelativeAttention",
-        {"x": ("b", "s", "d"), "mask": ("s", "s")},
         dims(b=(1, 2), s=(2, 4), d=(1, 4)),  # s = 1: a (1, 1) mask broadcasts, legally
         _shaw_module,
-        backend="torch",
         ints={"h": 1},
         free=("b", "d"),
         empty=("s",),
-        exact_rank=("x",),
-        bool_args=("mask",),
-        no_rank=("mask",),
     ),
-    Spec(
+    self_attention_spec(
         "GAMRelativeAttention",
-        {"y": ("b", "n", "d"), "mask": ("n", "n")},
         dims(b=(1, 2), n=(1, 4), d=(1, 4)),
         _gam_module,
-        backend="torch",
+        x="y",
+        s="n",
         floats={"c1": 0.5},
         free=("b", "d", "n"),
-        exact_rank=("y",),
-        bool_args=("mask",),
-        no_rank=("mask",),
     ),
 ]
 
