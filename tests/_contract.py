@@ -389,6 +389,33 @@ def sdpa_spec(
     )
 
 
+def self_attention_spec(
+    name: str,
+    sizes: Callable[[Any], dict[str, int]],
+    call: Callable[[dict[str, Any], dict[str, Any]], Any],
+    x: str = "x",
+    s: str = "s",
+    **fields: Any,
+) -> Spec:
+    """The :class:`Spec` of a torch self-attention module: ``x (b, s, d)`` and ``mask (s, s)``.
+
+    ``x`` (named ``x``, or ``y`` in GAM) accepts no other rank; the boolean ``mask`` may
+    broadcast, so a flattened one can be legal and gets no rank case. ``fields`` are the
+    module's own (hyperparameters, ``free``, ``derived``, ``empty`` symbols...).
+    """
+    return Spec(
+        name,
+        {x: ("b", s, "d"), "mask": (s, s)},
+        sizes,
+        call,
+        backend="torch",
+        exact_rank=(x,),
+        bool_args=("mask",),
+        no_rank=("mask",),
+        **fields,
+    )
+
+
 def torch_dtype(params: dict[str, Any]):
     """The torch dtype a torch spec should build its module in (float64 unless float16)."""
     import torch
@@ -415,6 +442,25 @@ def build_module(factory: Callable[[], Any], dtype: Any, constant: bool) -> Any:
     return module.to(dtype)
 
 
+def module_call(
+    factory: Callable[[dict[str, Any], dict[str, Any]], Any],
+    forward: Callable[[Any, dict[str, Any]], Any],
+) -> Callable[[dict[str, Any], dict[str, Any]], Any]:
+    """A ``Spec.call`` for a torch module: build it, then run it on the case's arrays.
+
+    ``factory(arrays, params)`` makes the module, built by :func:`build_module` in the case's
+    dtype (:func:`torch_dtype`), with every parameter 0.5 for the all-300 inputs of the float16
+    overflow case; ``forward(module, arrays)`` calls it.
+    """
+
+    def call(arrays: dict[str, Any], params: dict[str, Any]) -> Any:
+        dtype = torch_dtype(params)
+        constant = is_overflow_input(arrays)
+        return forward(build_module(lambda: factory(arrays, params), dtype, constant), arrays)
+
+    return call
+
+
 def is_overflow_input(arrays: dict[str, Any]) -> bool:
     """Whether the float arrays are the all-300 inputs of the float16 overflow case."""
     for a in arrays.values():
@@ -434,8 +480,10 @@ __all__ = [
     "classify",
     "dims",
     "is_overflow_input",
+    "module_call",
     "numpy_params",
     "sdpa_spec",
+    "self_attention_spec",
     "torch_dtype",
     "torch_values_checked",
 ]

@@ -17,12 +17,12 @@ from _contract import (
     FAST,
     Spec,
     bad_cases,
-    build_module,
     check,
     classify,
     dims,
-    is_overflow_input,
+    module_call,
     sdpa_spec,
+    self_attention_spec,
     torch_dtype,
     torch_values_checked,
 )
@@ -49,33 +49,27 @@ def _masked_softmax(a, p):
     return ann.masked_softmax(a["logits"], a["mask"])
 
 
-def _head(a, p):
-    dtype = torch_dtype(p)
-    head = build_module(
-        lambda: ann.AttentionHead(p["hidden_size"], p["head_size"]), dtype, is_overflow_input(a)
-    )
-    return head(a["x"], a["mask"])
+_head = module_call(
+    lambda a, p: ann.AttentionHead(p["hidden_size"], p["head_size"]),
+    lambda head, a: head(a["x"], a["mask"]),
+)
 
 
 def _mha(need_weights):
-    def run(a, p):
-        dtype = torch_dtype(p)
-        mha = build_module(lambda: ann.MultiHeadAttention(p["d"], p["h"]), dtype, False)
-        if is_overflow_input(a):
-            mha = build_module(lambda: ann.MultiHeadAttention(p["d"], p["h"]), dtype, True)
-        return mha(a["x"], mask=a["mask"], need_weights=need_weights, context=a["context"])
-
-    return run
+    return module_call(
+        lambda a, p: ann.MultiHeadAttention(p["d"], p["h"]),
+        lambda mha, a: mha(a["x"], mask=a["mask"], need_weights=need_weights, context=a["context"]),
+    )
 
 
 def _luong(score):
-    def run(a, p):
-        dtype = torch_dtype(p)
+    def attention(a, p):
         sizes = {k: p[k] for k in ("query_size", "key_size", "attn_size") if k in p}
-        attn = build_module(lambda: ann.LuongAttention(score, **sizes), dtype, is_overflow_input(a))
-        return attn(a["query"], a["keys"], a["values"], a["key_mask"])
+        return ann.LuongAttention(score, **sizes)
 
-    return run
+    return module_call(
+        attention, lambda attn, a: attn(a["query"], a["keys"], a["values"], a["key_mask"])
+    )
 
 
 LUONG = {
@@ -109,17 +103,13 @@ SPECS = [
         bool_args=("mask",),
         no_rank=("logits", "mask"),
     ),
-    Spec(
+    self_attention_spec(
         "nn.AttentionHead",
-        {"x": ("b", "s", "d"), "mask": ("s", "s")},
         dims(b=(0, 2), s=(1, 3), d=(3, 3)),
         _head,
-        backend="torch",
         ints={"hidden_size": 3, "head_size": 2},
         derived=("d",),
         empty=("s",),
-        bool_args=("mask",),
-        no_rank=("mask",),
     ),
     Spec(
         "nn.LuongAttention[dot]",
@@ -200,9 +190,11 @@ def _seq2seq_case(draw):
     from _contract import Case
 
     b, m, n = draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(1, 3))
-    src = torch.randint(1, 9, (b, m))
-    lengths = torch.full((b,), m)
-    tgt = torch.randint(1, 6, (b, n))
+    inputs = {
+        "src": torch.randint(1, 9, (b, m)),
+        "src_lengths": torch.full((b,), m),
+        "tgt_in": torch.randint(1, 6, (b, n)),
+    }
     sizes = {"src_vocab_size": 9, "tgt_vocab_size": 6, "hidden": 4, "embed": 3}
     steps = 2
     kind = draw(
@@ -211,38 +203,27 @@ def _seq2seq_case(draw):
     names: tuple[str, ...]
     if kind == "lengths":
         bad = draw(st.sampled_from([0, -1, m + 1, m + 3]))
-        lengths = lengths.clone()
-        lengths[draw(st.integers(0, b - 1))] = bad
+        inputs["src_lengths"] = inputs["src_lengths"].clone()
+        inputs["src_lengths"][draw(st.integers(0, b - 1))] = bad
         names, detail = ("src_lengths",), f"a length of {bad} with m={m}"
     elif kind == "ids":
         which = draw(st.sampled_from(["src", "tgt_in"]))
         bad = draw(st.sampled_from([-1, 9 if which == "src" else 6, 100]))
-        target = src if which == "src" else tgt
-        target.view(-1)[0] = bad
+        inputs[which].view(-1)[0] = bad
         names, detail = (which,), f"{which} holds id {bad}"
     elif kind == "empty":
         which = draw(st.sampled_from(["src", "tgt_in"]))
+        inputs[which] = inputs[which][:, :0]
         if which == "src":
-            src, lengths = src[:, :0], torch.zeros(b, dtype=torch.long)
-        else:
-            tgt = tgt[:, :0]
+            inputs["src_lengths"] = torch.zeros(b, dtype=torch.long)
         names, detail = ("empty", which), f"{which} has no token"
     elif kind == "batch":
         which = draw(st.sampled_from(["src_lengths", "tgt_in"]))
         if which == "src_lengths":
-            lengths = torch.full((b + 1,), m)
+            inputs[which] = torch.full((b + 1,), m)
         else:
-            tgt = torch.randint(1, 6, (b + 1, n))
+            inputs[which] = torch.randint(1, 6, (b + 1, n))
         names, detail = (which,), f"{which} has batch {b + 1}, src {b}"
-    elif kind == "dtype":
-        which = draw(st.sampled_from(["src", "src_lengths", "tgt_in"]))
-        if which == "src":
-            src = src.float()
-        elif which == "src_lengths":
-            lengths = lengths.float()
-        else:
-            tgt = tgt.float()
-        names, detail = (which,), f"{which} is float"
     elif kind in ("bool", "range"):
         param = draw(st.sampled_from([*sizes, "steps"]))
         bad = draw(st.booleans()) if kind == "bool" else draw(st.sampled_from([0, -1, 2.0]))
@@ -251,23 +232,21 @@ def _seq2seq_case(draw):
         else:
             sizes[param] = bad
         names, detail = (param,), f"{param}={bad!r}"
-    else:
-        which = draw(st.sampled_from(["src", "src_lengths", "tgt_in"]))
-        if which == "src":
-            src = src.numpy()
-        elif which == "src_lengths":
-            lengths = lengths.numpy()
+    else:  # dtype: a float tensor where integers belong; type: a numpy array for a tensor
+        which = draw(st.sampled_from(list(inputs)))
+        if kind == "dtype":
+            inputs[which], detail = inputs[which].float(), f"{which} is float"
         else:
-            tgt = tgt.numpy()
-        names, detail = (which,), f"{which} is a numpy array"
+            inputs[which], detail = inputs[which].numpy(), f"{which} is a numpy array"
+        names = (which,)
     greedy = names == ("steps",) or draw(st.booleans()) and "tgt_in" not in names
 
     def run():
         torch.manual_seed(0)
         model = ann.LuongSeq2Seq(score="general", **sizes)
         if greedy:
-            return model.greedy(src, lengths, steps)
-        return model(src, lengths, tgt)
+            return model.greedy(inputs["src"], inputs["src_lengths"], steps)
+        return model(inputs["src"], inputs["src_lengths"], inputs["tgt_in"])
 
     return Case("nn.LuongSeq2Seq", kind, detail, run, names)
 

@@ -15,12 +15,11 @@ from _contract import (
     FAST,
     Spec,
     bad_cases,
-    build_module,
     check,
     dims,
-    is_overflow_input,
+    module_call,
     numpy_params,
-    torch_dtype,
+    self_attention_spec,
     torch_values_checked,
 )
 from hypothesis import given
@@ -31,18 +30,6 @@ import attnlab.nn as ann
 from attnlab.nn import positions as npos
 
 ARRAYS = ("rank", "size", "empty", "nonfinite", "dtype", "type", "float16")
-
-
-def _odd(draw):
-    return 2 * draw(st.integers(0, 1)) + 1
-
-
-def _shaw_dims(draw):
-    return {**dims(s=(1, 4), dk=(1, 3), dv=(1, 3))(draw), "kk": _odd(draw)}
-
-
-def _gam_rel_dims(draw):
-    return dims(n=(1, 3), m=(1, 3), nb=(1, 2), ns=(1, 2), mv=(1, 3))(draw)
 
 
 NUMPY = [
@@ -64,47 +51,6 @@ NUMPY = [
         floats={"n1": 1.0},
         bad_values={"n1": (0.0, -1.0, float("nan"), float("inf"), 200.0, 1e6)},
         skip=ARRAYS,
-    ),
-    Spec(
-        "shaw_attention",
-        {
-            "q": ("s", "dk"),
-            "k": ("s", "dk"),
-            "v": ("s", "dv"),
-            "a_k": ("kk", "dk"),
-            "a_v": ("kk", "dv"),
-        },
-        _shaw_dims,
-        lambda a, p: al.shaw_attention(a["q"], a["k"], a["v"], a["a_k"], a["a_v"]),
-        empty=("s", "dk"),
-        exact_rank=("a_k", "a_v"),
-    ),
-    Spec(
-        "gam_position_weights",
-        {"p": ("n", "m"), "b_p": ("nb", "m", "m")},
-        dims(n=(1, 4), m=(1, 3), nb=(1, 2)),
-        lambda a, p: al.gam_position_weights(a["p"], a["b_p"], **numpy_params(p)),
-        floats={"n1": 1.0},
-        empty=("n", "m"),
-        exact_rank=("p",),
-    ),
-    Spec(
-        "gam_relative_attention",
-        {
-            "y": ("n", "m"),
-            "p": ("n", "m"),
-            "b": ("nb", "m", "m"),
-            "b_p": ("ns", "m", "m"),
-            "w_v": ("m", "mv"),
-        },
-        _gam_rel_dims,
-        lambda a, p: al.gam_relative_attention(
-            a["y"], a["p"], a["b"], a["b_p"], a["w_v"], **numpy_params(p)
-        ),
-        floats={"c1": 0.5},
-        bad_values={"c1": (-0.5, 1.5, float("nan"), "1")},
-        empty=("n", "m"),
-        exact_rank=("y", "p", "w_v"),
     ),
     Spec(
         "sinusoidal_positions",
@@ -139,82 +85,52 @@ NUMPY = [
         bad_values={"n": (0, -1, 2.0), "k_max": (-1, 1.0)},
         skip=ARRAYS,
     ),
-    Spec(
-        "combine_linear",
-        {"z": ("n", "d"), "pi": ("n", "d")},
-        dims(n=(1, 3), d=(1, 3)),
-        lambda a, p: al.combine_linear(a["z"], a["pi"], **numpy_params(p)),
-        floats={"c1": 0.5},
-        bad_values={"c1": (-0.5, 1.5, float("nan"), "1")},
-        no_rank=("z", "pi"),
-    ),
 ]
 
 
-def _gam_module(a, p):
-    dtype = torch_dtype(p)
-    gam = build_module(
-        lambda: ann.GeneralizedAttention(p["d"], p["h"], n1=p["n1"]), dtype, is_overflow_input(a)
-    )
-    return gam(a["y"], a["mask"])
-
-
-def _shaw_module(a, p):
-    dtype = torch_dtype(p)
-    shaw = build_module(
-        lambda: ann.ShawRelativeAttention(p["d"], p["h"], p["k_max"]), dtype, is_overflow_input(a)
-    )
-    return shaw(a["x"], a["mask"], need_weights=True)
-
-
-def _gam_relative_module(a, p):
-    dtype = torch_dtype(p)
-    gam = build_module(
-        lambda: ann.GAMRelativeAttention(p["d"], p["n"], h=p["h"]), dtype, is_overflow_input(a)
-    )
-    return gam(a["y"], mask=a["mask"], need_weights=True)
+_gam_module = module_call(
+    lambda a, p: ann.GeneralizedAttention(p["d"], p["h"], n1=p["n1"]),
+    lambda gam, a: gam(a["y"], a["mask"]),
+)
+_shaw_module = module_call(
+    lambda a, p: ann.ShawRelativeAttention(p["d"], p["h"], p["k_max"]),
+    lambda shaw, a: shaw(a["x"], a["mask"], need_weights=True),
+)
+_gam_relative_module = module_call(
+    lambda a, p: ann.GAMRelativeAttention(p["d"], p["n"], h=p["h"]),
+    lambda gam, a: gam(a["y"], mask=a["mask"], need_weights=True),
+)
 
 
 TORCH = [
-    Spec(
+    self_attention_spec(
         "nn.GeneralizedAttention",
-        {"y": ("b", "n", "d"), "mask": ("n", "n")},
         dims(b=(0, 2), n=(1, 3), d=(4, 4)),
         _gam_module,
-        backend="torch",
+        x="y",
+        s="n",
         ints={"d": 4, "h": 2},
         floats={"n1": 1.0},
         derived=("d",),
         empty=("n",),
-        exact_rank=("y",),
-        bool_args=("mask",),
-        no_rank=("mask",),
     ),
-    Spec(
+    self_attention_spec(
         "nn.ShawRelativeAttention",
-        {"x": ("b", "s", "d"), "mask": ("s", "s")},
         dims(b=(0, 2), s=(1, 3), d=(4, 4)),
         _shaw_module,
-        backend="torch",
         ints={"d": 4, "h": 2, "k_max": 1},
         bad_values={"k_max": (-1, 1.0)},
         derived=("d",),
         empty=("s",),
-        exact_rank=("x",),
-        bool_args=("mask",),
-        no_rank=("mask",),
     ),
-    Spec(
+    self_attention_spec(
         "nn.GAMRelativeAttention",
-        {"y": ("b", "n", "d"), "mask": ("n", "n")},
         dims(b=(1, 2), n=(3, 3), d=(4, 4)),
         _gam_relative_module,
-        backend="torch",
+        x="y",
+        s="n",
         ints={"d": 4, "n": 3, "h": 2},
         derived=("d", "n"),
-        exact_rank=("y",),
-        bool_args=("mask",),
-        no_rank=("mask",),
     ),
     Spec(
         "nn.gam_logits",

@@ -11,17 +11,18 @@ to another module's contract are covered by the hand-written cases of
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from _contract import (
     FAST,
     Spec,
     bad_cases,
-    build_module,
     check,
     dims,
-    is_overflow_input,
+    module_call,
     numpy_params,
-    torch_dtype,
+    self_attention_spec,
     torch_values_checked,
 )
 from hypothesis import given
@@ -46,52 +47,77 @@ def _gam_dims(draw):
     return dims(n=(1, 4), m=(1, 3), nb=(1, 2), ns=(1, 2), dv=(1, 3))(draw)
 
 
+#: c1 must lie strictly between 0 and 1 (eq. 20): both ends, beyond them, NaN, inf, a string.
+C1_BAD = (0.0, 1.0, -1.0, -0.5, 1.5, float("nan"), float("inf"), "1")
+
+
+def _with_and_without_mask(spec: Spec) -> list[Spec]:
+    """``spec`` (its optional ``mask`` given) and the same call without it (``mask=None``)."""
+    args = {name: shape for name, shape in spec.args.items() if name != "mask"}
+    return [spec, dataclasses.replace(spec, name=f"{spec.name}[mask=None]", args=args)]
+
+
 NUMPY_SPECS = [
-    Spec(
-        "shaw_attention",
-        {
-            "q": ("s", "dk"),
-            "k": ("s", "dk"),
-            "v": ("s", "dv"),
-            "a_k": ("r", "dk"),
-            "a_v": ("r", "dv"),
-            "mask": ("s", "s"),
-        },
-        _shaw_dims,
-        lambda a, p: al.shaw_attention(a["q"], a["k"], a["v"], a["a_k"], a["a_v"], a["mask"]),
-        empty=("s", "dk"),
-        exact_rank=("a_k", "a_v"),
-        bool_args=("mask",),
-        no_rank=("mask",),
+    *_with_and_without_mask(
+        Spec(
+            "shaw_attention",
+            {
+                "q": ("s", "dk"),
+                "k": ("s", "dk"),
+                "v": ("s", "dv"),
+                "a_k": ("r", "dk"),
+                "a_v": ("r", "dv"),
+                "mask": ("s", "s"),
+            },
+            _shaw_dims,
+            lambda a, p: al.shaw_attention(
+                a["q"], a["k"], a["v"], a["a_k"], a["a_v"], a.get("mask")
+            ),
+            empty=("s", "dk"),
+            exact_rank=("a_k", "a_v"),
+            bool_args=("mask",),
+            no_rank=("mask",),
+        )
     ),
-    Spec(
-        "gam_position_weights",
-        {"p": ("n", "m"), "b_p": ("nb", "m", "m"), "mask": ("n", "n")},
-        _gam_dims,
-        lambda a, p: al.gam_position_weights(a["p"], a["b_p"], mask=a["mask"]),
-        free=("nb",),
-        empty=("n", "m", "nb"),
-        exact_rank=("p",),
-        bool_args=("mask",),
-        no_rank=("mask",),
+    *_with_and_without_mask(
+        Spec(
+            "gam_position_weights",
+            {"p": ("n", "m"), "b_p": ("nb", "m", "m"), "mask": ("n", "n")},
+            _gam_dims,
+            lambda a, p: al.gam_position_weights(
+                a["p"], a["b_p"], mask=a.get("mask"), **numpy_params(p)
+            ),
+            floats={"n1": 1.0},
+            free=("nb",),
+            empty=("n", "m", "nb"),
+            exact_rank=("p",),
+            bool_args=("mask",),
+            no_rank=("mask",),
+        )
     ),
-    Spec(
-        "gam_relative_attention",
-        {
-            "y": ("n", "m"),
-            "p": ("n", "m"),
-            "b": ("nb", "m", "m"),
-            "b_p": ("ns", "m", "m"),
-            "w_v": ("m", "dv"),
-        },
-        _gam_dims,
-        lambda a, p: al.gam_relative_attention(
-            a["y"], a["p"], a["b"], a["b_p"], a["w_v"], **numpy_params(p)
-        ),
-        floats={"c1": 0.5},
-        free=("nb", "ns", "dv"),
-        empty=("n", "m", "ns"),
-        exact_rank=("y", "p"),
+    *_with_and_without_mask(
+        Spec(
+            "gam_relative_attention",
+            {
+                "y": ("n", "m"),
+                "p": ("n", "m"),
+                "b": ("nb", "m", "m"),
+                "b_p": ("ns", "m", "m"),
+                "w_v": ("m", "dv"),
+                "mask": ("n", "n"),
+            },
+            _gam_dims,
+            lambda a, p: al.gam_relative_attention(
+                a["y"], a["p"], a["b"], a["b_p"], a["w_v"], mask=a.get("mask"), **numpy_params(p)
+            ),
+            floats={"c1": 0.5},
+            bad_values={"c1": C1_BAD},
+            free=("nb", "ns", "dv"),
+            empty=("n", "m", "ns"),
+            exact_rank=("y", "p", "w_v"),
+            bool_args=("mask",),
+            no_rank=("mask",),
+        )
     ),
     Spec(
         "combine_linear",
@@ -99,6 +125,7 @@ NUMPY_SPECS = [
         dims(n=(1, 3), d=(1, 3)),
         lambda a, p: al.combine_linear(a["z"], a["pi"], **numpy_params(p)),
         floats={"c1": 0.5},
+        bad_values={"c1": C1_BAD},
         exact_rank=("z", "pi"),
     ),
     Spec(
@@ -121,52 +148,40 @@ NUMPY_SPECS = [
 ]
 
 
-def _shaw_module(a, p):
-    dtype = torch_dtype(p)
-    x = a["x"]
-    d = x.shape[-1] if hasattr(x, "shape") and len(x.shape) == 3 else 2
-    factory = lambda: ShawRelativeAttention(d, p["h"], k_max=1)  # noqa: E731
-    layer = build_module(factory, dtype, is_overflow_input(a))
-    with torch_values_checked():
-        return layer(x, a["mask"], need_weights=True)
+def _width(x, axis: int, default: int = 2) -> int:
+    """Size ``axis`` of a rank-3 input, else ``default`` (a module for a rank-broken input)."""
+    return x.shape[axis] if hasattr(x, "shape") and len(x.shape) == 3 else default
 
 
-def _gam_module(a, p):
-    dtype = torch_dtype(p)
-    y = a["y"]
-    n, d = (y.shape[1], y.shape[2]) if hasattr(y, "shape") and len(y.shape) == 3 else (2, 2)
-    factory = lambda: GAMRelativeAttention(d, n, c1=p["c1"], rel_embedding="layernorm")  # noqa: E731
-    layer = build_module(factory, dtype, is_overflow_input(a))
-    with torch_values_checked():
-        out, (phi, theta) = layer(y, mask=a["mask"], need_weights=True)
-    return out, phi, theta
+_shaw_module = module_call(
+    lambda a, p: ShawRelativeAttention(_width(a["x"], -1), p["h"], k_max=1),
+    lambda layer, a: layer(a["x"], a["mask"], need_weights=True),
+)
+_gam_module = module_call(
+    lambda a, p: GAMRelativeAttention(
+        _width(a["y"], 2), _width(a["y"], 1), c1=p["c1"], rel_embedding="layernorm"
+    ),
+    lambda layer, a: layer(a["y"], mask=a["mask"], need_weights=True),
+)
 
 
 TORCH_SPECS = [
-    Spec(
+    self_attention_spec(
         "ShawRelativeAttention",
-        {"x": ("b", "s", "d"), "mask": ("s", "s")},
         dims(b=(1, 2), s=(2, 4), d=(1, 4)),  # s = 1: a (1, 1) mask broadcasts, legally
         _shaw_module,
-        backend="torch",
         ints={"h": 1},
         free=("b", "d"),
         empty=("s",),
-        exact_rank=("x",),
-        bool_args=("mask",),
-        no_rank=("mask",),
     ),
-    Spec(
+    self_attention_spec(
         "GAMRelativeAttention",
-        {"y": ("b", "n", "d"), "mask": ("n", "n")},
         dims(b=(1, 2), n=(1, 4), d=(1, 4)),
         _gam_module,
-        backend="torch",
+        x="y",
+        s="n",
         floats={"c1": 0.5},
         free=("b", "d", "n"),
-        exact_rank=("y",),
-        bool_args=("mask",),
-        no_rank=("mask",),
     ),
 ]
 
@@ -177,7 +192,9 @@ BY_NAME = {spec.name: spec for spec in NUMPY_SPECS + TORCH_SPECS}
 @FAST
 @given(data=st.data())
 def test_positions_meet_the_contract(name, data):
-    check(data.draw(bad_cases(BY_NAME[name])))
+    case = data.draw(bad_cases(BY_NAME[name]))
+    with torch_values_checked():
+        check(case)
 
 
 def test_specs_cover_every_array_function_of_the_package():
@@ -192,4 +209,4 @@ def test_specs_cover_every_array_function_of_the_package():
     }
     import attnlab.positions as positions
 
-    assert set(positions.__all__) == hand_tested | {s.name for s in NUMPY_SPECS}
+    assert set(positions.__all__) == hand_tested | {s.name.split("[")[0] for s in NUMPY_SPECS}

@@ -169,9 +169,12 @@ assert killed >= 1, "the sandbox's total memory limit did not hold"
 SHOUTER = "for _ in range(100):\n    print('x' * 2**20)"
 PARRICIDE = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"
 
+#: The rows of a notebook that keeps both grades (an honest answer the attack did not spoil).
+PASSES = {"99.1": (True, "matches"), "99.2": (True, "log(4)")}
+
 # student -> (notebook or None, {exercise: (passed, phrase)}); None = made by hand below.
 CLASS = {
-    "honest": (_honest(), {"99.1": (True, "matches"), "99.2": (True, "log(4)")}),
+    "honest": (_honest(), PASSES),
     "patcher": (
         _notebook(WRONG, PATCHER, CHECK_1, "uniform_entropy = 0.5", CHECK_2),
         {"99.1": (False, ""), "99.2": (False, "")},
@@ -184,14 +187,8 @@ CLASS = {
         _notebook(MUTATOR, CHECK_1, ENTROPY, CHECK_2),
         {"99.1": (False, "expected"), "99.2": (True, "log(4)")},
     ),
-    "hog": (
-        _notebook(HOG, SOFTMAX, CHECK_1, ENTROPY, CHECK_2),
-        {"99.1": (True, "matches"), "99.2": (True, "log(4)")},
-    ),
-    "herd": (
-        _notebook(HERD, SOFTMAX, CHECK_1, ENTROPY, CHECK_2),
-        {"99.1": (True, "matches"), "99.2": (True, "log(4)")},
-    ),
+    "hog": (_notebook(HOG, SOFTMAX, CHECK_1, ENTROPY, CHECK_2), PASSES),
+    "herd": (_notebook(HERD, SOFTMAX, CHECK_1, ENTROPY, CHECK_2), PASSES),
     "shouter": (
         _notebook(SOFTMAX, CHECK_1, SHOUTER, ENTROPY, CHECK_2),
         {"99.1": (True, "matches"), "99.2": (False, "output limit")},
@@ -207,14 +204,13 @@ CLASS = {
     "spinner": (
         _notebook("import extra_checks  # noqa: F401", SPINNER, 'assert check("99.4", echo)',
                   SOFTMAX, CHECK_1, ENTROPY, CHECK_2),
-        {"99.1": (True, "matches"), "99.2": (True, "log(4)"),
-         "99.4": (False, "took longer than 1 s")},
+        {**PASSES, "99.4": (False, "took longer than 1 s")},
     ),
-    "links": (_honest(), {"99.1": (True, "matches"), "99.2": (True, "log(4)")}),
-    "big": (_honest(), {"99.1": (True, "matches"), "99.2": (True, "log(4)")}),
+    "links": (_honest(), PASSES),
+    "big": (_honest(), PASSES),
     "dirnb": (None, {"99.1": (False, "not submitted"), "99.2": (False, "not submitted")}),
     "linknb": (None, {"99.1": (False, "symbolic link"), "99.2": (False, "symbolic link")}),
-    "caf\udce9": (_honest(), {"99.1": (True, "matches"), "99.2": (True, "log(4)")}),
+    "caf\udce9": (_honest(), PASSES),
     '=2+3*HYPERLINK("http:x")': (_honest(), {"99.1": (True, ""), "99.2": (True, "")}),
 }
 

@@ -5,30 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.data import date_task
-from attnlab.nn import LuongSeq2Seq
-from attnlab.nn.luong import seq2seq_loss, task_tensors
 from attnlab.train import tensor_batches, to_device, train
 
 
-def run(seed: int) -> tuple[list[float], LuongSeq2Seq]:
-    task = date_task(512, seed=0)
-    torch.manual_seed(seed)
-    model = LuongSeq2Seq(len(task.src_vocab), len(task.tgt_vocab), "dot", hidden=16, embed=8)
-    data = task_tensors(task)
-    history = train(
-        model,
-        lambda epoch: tensor_batches(*data, batch_size=64, seed=epoch),
-        seq2seq_loss,
-        epochs=3,
-        lr=3e-2,
-        seed=seed,
-        progress=False,
-    )
-    return history, model
+def test_loss_falls_and_runs_are_deterministic(one_torch_thread, train_date_seq2seq):
+    def run(seed: int):
+        return train_date_seq2seq(512, "dot", batch_size=64, epochs=3, seed=seed)
 
-
-def test_loss_falls_and_runs_are_deterministic(one_torch_thread):
     history, model = run(seed=0)
     assert len(history) == 3 * 8  # 3 epochs of 512 / 64 batches
     start, end = sum(history[:3]) / 3, sum(history[-3:]) / 3
