@@ -658,3 +658,17 @@ def test_gam_fused_heads_flags_must_be_bools(name, value):
         gam_fused_heads(
             args["y"], args["b"], args["mix"], args["values"], None, n1=2.0, **{name: value}
         )
+
+
+def test_an_empty_width_is_refused_like_numpy_refuses_it():
+    """M = 0 gave all-zero logits on the torch side; numpy refuses it (found by hypothesis)."""
+    import attnlab
+
+    with pytest.raises(ValueError, match="non-empty sequence"):
+        attnlab.gam_logits(np.zeros((2, 0)), np.zeros((1, 0, 0)))
+    with pytest.raises(ValueError, match=r"y must be a non-empty sequence \(batch, n, M\)"):
+        gam_logits(torch.zeros(1, 2, 0), torch.zeros(1, 0, 0))
+    from attnlab.nn.gam import gam_features
+
+    with pytest.raises(ValueError, match="non-empty sequence"):
+        gam_features(torch.zeros(1, 2, 0), torch.zeros(1, 0, 0))

@@ -17,6 +17,7 @@ from attnlab._validate import (
     check_tensor,
     require_finite_logits,
     require_nonempty,
+    shape_of,
     values_checked,
 )
 from attnlab.gam_power import _check_power, _is_integer
@@ -91,6 +92,8 @@ def _check_y_b(y: Tensor, b: Tensor) -> None:
         raise ValueError(f"y must have shape (batch, n, M), got shape {tuple(y.shape)}")
     require_nonempty({"y": y})
     m = y.shape[-1]
+    if m == 0:  # as the numpy twin says it
+        raise ValueError(f"y must be a non-empty sequence (batch, n, M), got shape {shape_of(y)}")
     if b.dim() < 2 or b.shape[-2:] != (m, m):
         raise ValueError(
             f"b must have shape (..., M, M) with M={m} (the width of y {tuple(y.shape)}), "
