@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, assume, settings
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 #: Settings of every contract test: few examples, a fixed seed, no deadline (2 shared cores).
@@ -346,6 +347,28 @@ def check(case: Case) -> None:
     assert outcome == "ok", f"{case.spec} [{case.kind}: {case.detail}] -> {outcome}: {why}"
 
 
+def contract_test(
+    by_name: dict[str, Spec], values_checked: Callable[[Spec], bool] = lambda spec: False
+) -> Callable:
+    """The generated test of a file's specs: one pytest case per spec, ``FAST`` examples each.
+
+    Each example draws a bad case of the spec (:func:`bad_cases`) and asserts the contract
+    (:func:`check`), under ``attnlab.nn.check_values`` where ``values_checked(spec)``. Bind it
+    to a ``test_*`` name in the test module: ``test_x_meets_the_contract = contract_test(...)``.
+    """
+
+    @pytest.mark.parametrize("name", sorted(by_name))
+    @FAST
+    @given(data=st.data())
+    def test_meets_the_contract(name: str, data: Any) -> None:
+        spec = by_name[name]
+        case = data.draw(bad_cases(spec))
+        with torch_values_checked() if values_checked(spec) else contextlib.nullcontext():
+            check(case)
+
+    return test_meets_the_contract
+
+
 def torch_values_checked() -> contextlib.AbstractContextManager:
     """``attnlab.nn.check_values(True)`` as a context (a no-op where it does not exist yet)."""
     import attnlab.nn as ann
@@ -478,6 +501,7 @@ __all__ = [
     "build_module",
     "check",
     "classify",
+    "contract_test",
     "dims",
     "is_overflow_input",
     "module_call",

@@ -21,7 +21,12 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-FILES = ("test_contract_numpy.py", "test_contract_nn.py", "test_contract_others.py")
+FILES = (
+    "test_contract_numpy.py",
+    "test_contract_nn.py",
+    "test_contract_others.py",
+    "test_contract_positions.py",
+)
 OUTCOMES = ("ok", "silent", "nan", "internal", "vague")
 
 

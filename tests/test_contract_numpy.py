@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _contract import FAST, Spec, bad_cases, check, dims, numpy_params, sdpa_spec
-from hypothesis import given
+from _contract import Spec, contract_test, dims, numpy_params, sdpa_spec
 from hypothesis import strategies as st
 
 import attnlab as al
@@ -182,11 +181,7 @@ for function in ("luong_scores", "luong_attention"):
 BY_NAME = {spec.name: spec for spec in SPECS}
 
 
-@pytest.mark.parametrize("name", sorted(BY_NAME))
-@FAST
-@given(data=st.data())
-def test_numpy_function_meets_the_contract(name, data):
-    check(data.draw(bad_cases(BY_NAME[name])))
+test_numpy_function_meets_the_contract = contract_test(BY_NAME)
 
 
 def test_softmax_axis_out_of_range_or_not_an_integer():

@@ -13,19 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
 from _contract import (
-    FAST,
     Spec,
-    bad_cases,
-    check,
+    contract_test,
     dims,
     module_call,
     numpy_params,
     self_attention_spec,
-    torch_values_checked,
 )
-from hypothesis import given
 from hypothesis import strategies as st
 
 import attnlab as al
@@ -188,13 +183,7 @@ TORCH_SPECS = [
 BY_NAME = {spec.name: spec for spec in NUMPY_SPECS + TORCH_SPECS}
 
 
-@pytest.mark.parametrize("name", sorted(BY_NAME))
-@FAST
-@given(data=st.data())
-def test_positions_meet_the_contract(name, data):
-    case = data.draw(bad_cases(BY_NAME[name]))
-    with torch_values_checked():
-        check(case)
+test_positions_meet_the_contract = contract_test(BY_NAME, values_checked=lambda spec: True)
 
 
 def test_specs_cover_every_array_function_of_the_package():
