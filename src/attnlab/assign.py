@@ -26,7 +26,7 @@ import nbformat
 
 from attnlab.student import *  # noqa: F403  (the transform, re-exported and documented here)
 from attnlab.student import __all__ as _STUDENT_NAMES
-from attnlab.student import exercises_in, student_version
+from attnlab.student import exercises_in, read_notebook, student_version
 
 __all__ = [*_STUDENT_NAMES, "assign", "main"]
 
@@ -53,21 +53,12 @@ def _notebooks(source: Path) -> list[Path]:
     return found
 
 
-def _read(path: Path) -> nbformat.NotebookNode:
-    """The notebook at ``path``; ``ValueError`` naming the file if it is not a valid one."""
-    try:
-        return nbformat.read(path, as_version=4)
-    except (ValueError, KeyError, TypeError, AttributeError, nbformat.ValidationError) as error:
-        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-        raise ValueError(f"{path}: not a valid notebook ({reason})") from None
-
-
 def _student_versions(paths: list[Path]) -> list[nbformat.NotebookNode]:
     """The student version of every notebook, all read and checked before any is written."""
     versions = []
     for path in paths:
         try:
-            versions.append(student_version(_read(path)))
+            versions.append(student_version(read_notebook(path)))
         except ValueError as error:
             message = str(error)
             prefixed = message if message.startswith(str(path)) else f"{path}: {message}"
@@ -133,7 +124,7 @@ def _inventory(source: Path) -> str:
     _student_versions(paths)  # the same checks as a real run
     rows = ["| notebook | exercises | code | written | with a check |", "|---|---|---|---|---|"]
     for path in paths:
-        found = exercises_in(_read(path))
+        found = exercises_in(read_notebook(path))
         code = sum(e.kind == "code" for e in found)
         checked = sum(bool(e.check_ids) for e in found)
         rows.append(f"| {path.name} | {len(found)} | {code} | {len(found) - code} | {checked} |")
