@@ -91,6 +91,13 @@ def test_timeout_not_a_positive_finite_number_is_refused(subs, capsys, timeout):
     _refused(capsys, _grade(subs, f"--timeout={timeout}"), "--timeout")
 
 
+@pytest.mark.parametrize("timeout", ["86401", "1e308"])
+def test_a_timeout_beyond_a_day_is_refused(subs, capsys, timeout):
+    """1e308 s overflowed the sandbox's CPU limit: every run ended at once, every student
+    failed (``the run ended without a report``) and the command exited 0."""
+    _refused(capsys, _grade(subs, f"--timeout={timeout}"), "--timeout", "86400")
+
+
 def test_a_missing_source_is_refused(subs, capsys, tmp_path):
     _refused(capsys, _grade(subs, "--source", str(tmp_path / "notebok")), "--source", "notebok")
     assert not (subs.parent / "g.csv").exists()

@@ -147,6 +147,9 @@ def _summary(rows: list[dict[str, str]]) -> str:
     return "\n".join(f"{student}: {p}/{n} exercises passed" for student, (p, n) in totals.items())
 
 
+_MAX_TIMEOUT = 86400
+
+
 def _gib(text: str) -> float:
     """``--memory``'s type: GiB as a plain number (``4G`` or ``512M`` is a clear error)."""
     try:
@@ -173,6 +176,8 @@ def _problem(args: argparse.Namespace) -> str | None:
     for name, value in (("--memory", args.memory), ("--timeout", args.timeout)):
         if not (math.isfinite(value) and value > 0):
             return f"{name} must be a positive finite number, got {value}"
+    if args.timeout > _MAX_TIMEOUT:  # beyond it, the sandbox's CPU limit overflows
+        return f"--timeout must be at most {_MAX_TIMEOUT} s (a day), got {args.timeout:g}"
     if not args.submissions.is_dir():
         return f"no folder {args.submissions}"
     if find_submissions(args.submissions) == ([], []):
@@ -221,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         "in the --source folder",
     )
     parser.add_argument("--timeout", type=float, default=300.0,
-                        help="seconds allowed for each notebook (default 300)")
+                        help="seconds allowed for each notebook (default 300, at most a day)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="notebooks graded at once (at most this machine's cores)")
     parser.add_argument(
