@@ -386,7 +386,7 @@ def test_assign_re_exports_every_name_of_student_and_nothing_is_listed_twice():
     import attnlab.assign as assign_module
     import attnlab.student as student_module
 
-    assert assign_module.__all__ == [*student_module.__all__, "assign", "main"]
+    assert assign_module.__all__ == [*student_module.__all__, "read_notebook", "assign", "main"]
     assert len(set(assign_module.__all__)) == len(assign_module.__all__)
     for name in student_module.__all__:
         assert getattr(assign_module, name) is getattr(student_module, name), name

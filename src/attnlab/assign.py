@@ -26,9 +26,9 @@ import nbformat
 
 from attnlab.student import *  # noqa: F403  (the transform, re-exported and documented here)
 from attnlab.student import __all__ as _STUDENT_NAMES
-from attnlab.student import exercises_in, read_notebook, student_version
+from attnlab.student import exercises_in, student_version
 
-__all__ = [*_STUDENT_NAMES, "assign", "main"]
+__all__ = [*_STUDENT_NAMES, "read_notebook", "assign", "main"]
 
 _SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", "_build"}
 
@@ -51,6 +51,23 @@ def _notebooks(source: Path) -> list[Path]:
     if not found:
         raise ValueError(f"no notebook (.ipynb) under {source}")
     return found
+
+
+def read_notebook(path: str | Path) -> nbformat.NotebookNode:
+    """The notebook at ``path`` (nbformat 4), or a one-line ``ValueError`` naming the file.
+
+    Raises
+    ------
+    ValueError
+        If the file is not valid JSON, or is JSON but not a notebook.
+    OSError
+        If the file cannot be read at all (missing, a folder, no permission).
+    """
+    try:
+        return nbformat.read(path, as_version=4)
+    except (ValueError, KeyError, TypeError, AttributeError, nbformat.ValidationError) as error:
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        raise ValueError(f"{path}: not a valid notebook ({reason})") from None
 
 
 def _student_versions(paths: list[Path]) -> list[nbformat.NotebookNode]:

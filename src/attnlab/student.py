@@ -28,7 +28,6 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import nbformat
 
@@ -42,7 +41,6 @@ __all__ = [
     "Exercise",
     "check_ids_in",
     "exercises_in",
-    "read_notebook",
 ]
 
 SOLUTION_TAG = "solution"
@@ -402,19 +400,3 @@ def _check_exercises(nb: nbformat.NotebookNode) -> None:
             "solution-start and solution-end), or students would receive the answer"
         )
 
-
-def read_notebook(path: str | Path) -> nbformat.NotebookNode:
-    """The notebook at ``path`` (nbformat 4), or a one-line ``ValueError`` naming the file.
-
-    Raises
-    ------
-    ValueError
-        If the file is not valid JSON, or is JSON but not a notebook.
-    OSError
-        If the file cannot be read at all (missing, a folder, no permission).
-    """
-    try:
-        return nbformat.read(path, as_version=4)
-    except (ValueError, KeyError, TypeError, AttributeError, nbformat.ValidationError) as error:
-        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-        raise ValueError(f"{path}: not a valid notebook ({reason})") from None
