@@ -69,3 +69,16 @@ def _train_on(device: str) -> None:
 def test_train_with_a_bad_device_raises_a_value_error_naming_it(device):
     with pytest.raises(ValueError, match="device"):
         _train_on(device)
+
+
+def test_the_up_front_check_accepts_every_cuda_device_that_exists(monkeypatch):
+    """On a machine with one GPU (simulated), cuda and cuda:0 pass and cuda:1 does not."""
+    from attnlab.nn.luong import _refusal
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert _refusal(["--device", "cuda"]) is None and _refusal(["--device", "cuda:0"]) is None
+    assert "no such CUDA device" in _refusal(["--device", "cuda:1"])
+    assert _refusal(["--device", "cpu", "--epochs", "3"]) is None
+    assert _refusal(["--epochs", "two"]) is None  # main's own parser reports non-integers
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    assert "no such CUDA device" in _refusal(["--device", "cuda"])
