@@ -66,3 +66,26 @@ def test_an_empty_out_is_refused_not_read_as_the_current_folder(capsys, monkeypa
     _refused(capsys, ["--out="], "--out")
     _refused(capsys, [], "--out")  # required
     assert list(Path(tmp_path).iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "field, bad",
+    [("steps", 0), ("steps", -50), ("batch_size", 0), ("d", 0), ("h", 0), ("layers", 0),
+     ("long_n", -1), ("seed", -1), ("steps", 1.5), ("batch_size", True),
+     ("lr", -1e-3), ("lr", float("nan")), ("lr", float("inf"))],
+)
+def test_a_run_config_refuses_bad_sizes_at_construction_naming_the_field(field, bad):
+    """Not at run time, under another name (``num`` for batch_size), or silently (long_n).
+
+    ``lr=0`` stays allowed: tests/test_study.py uses it as a placeholder when grouping rates.
+    """
+    from attnlab.study.runner import RunConfig
+
+    with pytest.raises(ValueError, match=field):
+        RunConfig("gapped", "sdpa", "abs", **{"seed": 0, field: bad})
+
+
+def test_every_configuration_of_every_grid_is_valid():
+    from attnlab.study.grids import GRIDS, grid
+
+    assert all(grid(name) for name in GRIDS)  # constructing them ran the checks
