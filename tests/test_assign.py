@@ -380,3 +380,13 @@ def test_chapter_reference_solutions_passed_their_checks(path):
             verdict = f"Exercise {exercise_id}: passed."
             assert verdict in printed or exercise_id in asserted, (where, exercise_id)
             assert f"Exercise {exercise_id}: not yet." not in printed, (where, exercise_id)
+
+
+def test_assign_re_exports_every_name_of_student_and_nothing_is_listed_twice():
+    import attnlab.assign as assign_module
+    import attnlab.student as student_module
+
+    assert assign_module.__all__ == [*student_module.__all__, "read_notebook", "assign", "main"]
+    assert len(set(assign_module.__all__)) == len(assign_module.__all__)
+    for name in student_module.__all__:
+        assert getattr(assign_module, name) is getattr(student_module, name), name

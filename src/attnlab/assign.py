@@ -24,43 +24,63 @@ from pathlib import Path
 
 import nbformat
 
-from attnlab.student import (
-    ANSWER_TAG,
-    SOLUTION_TAG,
-    STUB_COMMENT,
-    STUB_RAISE,
-    Exercise,
-    check_ids_in,
-    exercises_in,
-    stub_source,
-    student_version,
-)
+from attnlab.student import *  # noqa: F403  (the transform, re-exported and documented here)
+from attnlab.student import __all__ as _STUDENT_NAMES
+from attnlab.student import exercises_in, student_version
 
-__all__ = [
-    "SOLUTION_TAG",
-    "ANSWER_TAG",
-    "STUB_COMMENT",
-    "STUB_RAISE",
-    "stub_source",
-    "student_version",
-    "Exercise",
-    "check_ids_in",
-    "exercises_in",
-    "assign",
-    "main",
-]
+__all__ = [*_STUDENT_NAMES, "read_notebook", "assign", "main"]
 
 _SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", "_build"}
 
 
 def _notebooks(source: Path) -> list[Path]:
+    """The notebooks of ``source`` (a notebook, or a folder searched recursively).
+
+    Raises ``ValueError`` if ``source`` is a file that is not a notebook or a folder without
+    any notebook (writing zero student versions would look like success).
+    """
     if source.is_file():
+        if source.suffix != ".ipynb":
+            raise ValueError(f"{source} is not a notebook (.ipynb)")
         return [source]
-    return sorted(
+    found = sorted(
         p
         for p in source.rglob("*.ipynb")
-        if not _SKIP_DIRS.intersection(p.relative_to(source).parts)
+        if p.is_file() and not _SKIP_DIRS.intersection(p.relative_to(source).parts)
     )
+    if not found:
+        raise ValueError(f"no notebook (.ipynb) under {source}")
+    return found
+
+
+def read_notebook(path: str | Path) -> nbformat.NotebookNode:
+    """The notebook at ``path`` (nbformat 4), or a one-line ``ValueError`` naming the file.
+
+    Raises
+    ------
+    ValueError
+        If the file is not valid JSON, or is JSON but not a notebook.
+    OSError
+        If the file cannot be read at all (missing, a folder, no permission).
+    """
+    try:
+        return nbformat.read(path, as_version=4)
+    except (ValueError, KeyError, TypeError, AttributeError, nbformat.ValidationError) as error:
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        raise ValueError(f"{path}: not a valid notebook ({reason})") from None
+
+
+def _student_versions(paths: list[Path]) -> list[nbformat.NotebookNode]:
+    """The student version of every notebook, all read and checked before any is written."""
+    versions = []
+    for path in paths:
+        try:
+            versions.append(student_version(read_notebook(path)))
+        except ValueError as error:
+            message = str(error)
+            prefixed = message if message.startswith(str(path)) else f"{path}: {message}"
+            raise ValueError(prefixed) from None
+    return versions
 
 
 def assign(source: Path, out: Path, *, force: bool = False) -> list[Path]:
@@ -77,28 +97,30 @@ def assign(source: Path, out: Path, *, force: bool = False) -> list[Path]:
         If ``out`` exists and is not empty, unless ``force`` is true.
     ValueError
         If ``out`` is ``source`` or lies inside it (the reference notebooks would be
-        overwritten), or if a notebook's solution blocks are malformed.
+        overwritten), if ``out`` or a folder above it is a file, if ``source`` holds no
+        notebook or is a file that is not one, or if a notebook is not valid JSON or is
+        malformed (see :func:`student_version`). Every notebook is read and checked before
+        the first file is written, so a bad one leaves ``out`` untouched.
     """
     source, out = Path(source), Path(out)
     if not source.exists():
         raise FileNotFoundError(f"no notebook or folder at {source}")
+    paths = _notebooks(source)
     root = source if source.is_dir() else source.parent
     if out.resolve() == root.resolve() or root.resolve() in out.resolve().parents:
         raise ValueError(f"--out {out} is inside the source folder {root}: choose another folder")
+    blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise ValueError(f"--out must be a folder, but {blocker} is a file")
     if out.exists() and any(out.iterdir()) and not force:
         raise FileExistsError(
             f"{out} is not empty; a student's work there could be lost. "
             "Choose an empty folder or pass --force to overwrite files of the same name."
         )
     written = []
-    for path in _notebooks(source):
+    for path, student in zip(paths, _student_versions(paths), strict=True):
         target = out / path.relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
-        nb = nbformat.read(path, as_version=4)
-        try:
-            student = student_version(nb)
-        except ValueError as error:
-            raise ValueError(f"{path}: {error}") from None
         nbformat.write(student, target)
         written.append(target)
     if source.is_dir():
@@ -113,9 +135,13 @@ def assign(source: Path, out: Path, *, force: bool = False) -> list[Path]:
 
 
 def _inventory(source: Path) -> str:
+    if not source.exists():
+        raise FileNotFoundError(f"no notebook or folder at {source}")
+    paths = _notebooks(source)
+    _student_versions(paths)  # the same checks as a real run
     rows = ["| notebook | exercises | code | written | with a check |", "|---|---|---|---|---|"]
-    for path in _notebooks(source):
-        found = exercises_in(nbformat.read(path, as_version=4))
+    for path in paths:
+        found = exercises_in(read_notebook(path))
         code = sum(e.kind == "code" for e in found)
         checked = sum(bool(e.check_ids) for e in found)
         rows.append(f"| {path.name} | {len(found)} | {code} | {len(found) - code} | {checked} |")
@@ -135,12 +161,12 @@ def main(argv: list[str] | None = None) -> int:
         "--list", action="store_true", help="print the exercise inventory and write nothing"
     )
     args = parser.parse_args(argv)
-    if args.list:
-        print(_inventory(args.source))
-        return 0
-    if args.out is None:
+    if args.out is None and not args.list:
         parser.error("--out is required (or --list)")
     try:
+        if args.list:
+            print(_inventory(args.source))
+            return 0
         written = assign(args.source, args.out, force=args.force)
     except (FileNotFoundError, FileExistsError, ValueError) as error:
         print(f"attnlab.assign: {error}", file=sys.stderr)

@@ -29,6 +29,8 @@ never spreadsheet formulas, and the file is replaced atomically.
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -93,21 +95,23 @@ def grade(
 ) -> list[dict[str, str]]:
     """Grade every notebook under ``submissions`` and write the CSV ``out``; return its rows.
 
-    Raises ``RuntimeError`` when no sandbox is available and ``allow_unsandboxed`` is false.
+    Raises ``RuntimeError`` when no sandbox is available and ``allow_unsandboxed`` is false,
+    and ``ValueError`` when a ``source`` notebook is not valid or a check module does not
+    import (both before any notebook runs).
     Rows are sorted by student, notebook and exercise.
     """
+    source = Path(source) if source is not None else None
+    expected = expected_exercises(source)
+    if checks is None and source is not None and source.is_dir():
+        checks = sorted(source.glob("*.py"))
+    _load_chapters()
+    load_checks(checks or [])
     isolated, why = sandbox.availability()
     if not isolated:
         if not allow_unsandboxed:
             raise RuntimeError(f"no sandbox: {why} (or pass --allow-unsandboxed, see the guide)")
         print(WARNING.format(why=why), file=sys.stderr)
-    _load_chapters()
-    source = Path(source) if source is not None else None
-    if checks is None and source is not None and source.is_dir():
-        checks = sorted(source.glob("*.py"))
-    load_checks(checks or [])
     found, odd = find_submissions(Path(submissions))
-    expected = expected_exercises(source)
     rows: list[dict[str, str]] = []
     bar = tqdm(total=len(found), desc="grading", unit="notebook", disable=not progress)
 
@@ -143,6 +147,65 @@ def _summary(rows: list[dict[str, str]]) -> str:
     return "\n".join(f"{student}: {p}/{n} exercises passed" for student, (p, n) in totals.items())
 
 
+_MAX_TIMEOUT = 86400
+
+
+def _gib(text: str) -> float:
+    """``--memory``'s type: GiB as a plain number (``4G`` or ``512M`` is a clear error)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"takes GiB as a plain number, e.g. 6 or 0.5 (got {text!r})"
+        ) from None
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    path, folder = path.resolve(), folder.resolve()
+    return path == folder or folder in path.parents
+
+
+def _problem(args: argparse.Namespace) -> str | None:
+    """The first bad option, in one line (``None`` if all are usable); reads, runs nothing."""
+    if not 1 <= args.jobs <= _cores():
+        return f"--jobs must be between 1 and {_cores()} (this machine's cores), got {args.jobs}"
+    for name, value in (("--memory", args.memory), ("--timeout", args.timeout)):
+        if not (math.isfinite(value) and value > 0):
+            return f"{name} must be a positive finite number, got {value}"
+    if args.timeout > _MAX_TIMEOUT:  # beyond it, the sandbox's CPU limit overflows
+        return f"--timeout must be at most {_MAX_TIMEOUT} s (a day), got {args.timeout:g}"
+    if not args.submissions.is_dir():
+        return f"no folder {args.submissions}"
+    if find_submissions(args.submissions) == ([], []):
+        return f"no notebook under {args.submissions}"
+    out = args.out
+    if out.is_dir():
+        return f"--out {out} is a folder; name the CSV file to write"
+    blocker = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        return f"--out {out} cannot be created: {blocker} is a file"
+    if _inside(out, args.submissions):
+        return f"--out {out} is inside the submissions folder (a sandbox could read it)"
+    if args.source is not None:
+        if not args.source.exists():
+            return f"--source {args.source}: no notebook or folder there"
+        if args.source.is_file() and args.source.suffix != ".ipynb":
+            return f"--source {args.source} is not a notebook (.ipynb)"
+        try:
+            if not expected_exercises(args.source):
+                return f"--source {args.source}: no notebook (.ipynb) in it"
+        except ValueError as error:
+            return f"--source: {error}"
+    missing = [p for p in args.checks or [] if not p.is_file()]
+    if missing:
+        return f"--checks {missing[0]}: no such file"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point: ``python -m attnlab.grade SUBMISSIONS --out grades.csv``."""
     parser = argparse.ArgumentParser(
@@ -163,10 +226,11 @@ def main(argv: list[str] | None = None) -> int:
         "in the --source folder",
     )
     parser.add_argument("--timeout", type=float, default=300.0,
-                        help="seconds allowed for each notebook (default 300)")
-    parser.add_argument("--jobs", type=int, default=1, help="notebooks graded at once")
+                        help="seconds allowed for each notebook (default 300, at most a day)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="notebooks graded at once (at most this machine's cores)")
     parser.add_argument(
-        "--memory", type=float, default=6.0,
+        "--memory", type=_gib, default=6.0,
         help="GiB of memory for one notebook's sandbox, all its processes together (default 6;"
         " one process gets at most 4 of them)",
     )
@@ -176,12 +240,9 @@ def main(argv: list[str] | None = None) -> int:
         "user and files (a loud warning is printed); only for trusted work",
     )
     args = parser.parse_args(argv)
-    if not args.submissions.is_dir():
-        print(f"attnlab.grade: no folder {args.submissions}", file=sys.stderr)
-        return 2
-    found, odd = find_submissions(args.submissions)
-    if not found and not odd:
-        print(f"attnlab.grade: no notebook under {args.submissions}", file=sys.stderr)
+    problem = _problem(args)
+    if problem is not None:
+        print(f"attnlab.grade: {problem}", file=sys.stderr)
         return 2
     started = time.monotonic()
     total = int(args.memory * 2**30)
@@ -194,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as error:
         print(f"attnlab.grade: refusing to grade: {error}", file=sys.stderr)
         return 3
+    except ValueError as error:  # an instructor's check module that does not import
+        print(f"attnlab.grade: {error}", file=sys.stderr)
+        return 2
     print(_summary(rows))
     print(f"wrote {len(rows)} rows to {args.out} in {time.monotonic() - started:.0f} s")
     return 0

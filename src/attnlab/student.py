@@ -248,7 +248,9 @@ def student_version(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     ------
     ValueError
         If a ``solution-start`` block is never closed by ``solution-end`` (the rest of the
-        notebook, self-checks included, would otherwise vanish).
+        notebook, self-checks included, would otherwise vanish); if two exercises share a
+        label; or if a ``check("NN.k", ...)`` cell has no solution code cell of exercise
+        ``ex-NN-k`` before it to stub (an untagged solution would reach students as it is).
     """
     student = copy.deepcopy(nb)
     cells = []
@@ -277,6 +279,7 @@ def student_version(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         raise ValueError(
             f"cell {opened_at} opens a solution-start block that no solution-end closes"
         )
+    _check_exercises(nb)
     note = nbformat.v4.new_markdown_cell(
         _NOTE.format(comment=STUB_COMMENT, raise_=STUB_RAISE), id="attnlab-student-note"
     )
@@ -314,6 +317,12 @@ def check_ids_in(source: str) -> list[str]:
     return [m["id"] for m in _CHECK_CALL.finditer(source)]
 
 
+def _label_after(lines: list[str], directive: int) -> str:
+    """The ``:label:`` in the option lines after the directive on ``lines[directive]``."""
+    options = lines[directive + 1 : directive + 6]
+    return next((m["label"] for m in map(_LABEL.match, options) if m), "")
+
+
 def exercises_in(nb: nbformat.NotebookNode) -> list[Exercise]:
     """The exercises of a notebook: label, title, solution code cells and self-check ids.
 
@@ -332,9 +341,7 @@ def exercises_in(nb: nbformat.NotebookNode) -> list[Exercise]:
                     continue
                 name = match["name"]
                 if name in ("exercise", "exercise-start"):
-                    label = next(
-                        (m["label"] for m in map(_LABEL.match, lines[i + 1 : i + 6]) if m), ""
-                    )
+                    label = _label_after(lines, i)
                     if label:
                         found.setdefault(label, Exercise(label, match["arg"].strip()))
                 elif name in ("solution-start", "solution"):
@@ -352,3 +359,44 @@ def exercises_in(nb: nbformat.NotebookNode) -> list[Exercise]:
                 if exercise_id not in exercise.check_ids:
                     exercise.check_ids.append(exercise_id)
     return list(found.values())
+
+
+def _exercise_labels(nb: nbformat.NotebookNode) -> list[str]:
+    """The ``:label:`` of every exercise directive of ``nb``, in order, repeats included."""
+    labels = []
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        lines = cell.source.splitlines()
+        for i, line in enumerate(lines):
+            match = _DIRECTIVE.match(line)
+            if match and match["name"] in ("exercise", "exercise-start"):
+                label = _label_after(lines, i)
+                if label:
+                    labels.append(label)
+    return labels
+
+
+def _check_exercises(nb: nbformat.NotebookNode) -> None:
+    """Refuse a notebook whose student version would be wrong (see ``student_version``)."""
+    labels = _exercise_labels(nb)
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ValueError(
+            f"exercise label {repeated[0]} is used more than once: renumber the copy"
+        )
+    for exercise in exercises_in(nb):
+        if not exercise.check_ids or exercise.solution_code_cells:
+            continue
+        call = f'check("{exercise.check_ids[0]}", ...)'
+        if exercise.label not in labels:
+            raise ValueError(
+                f"{call} checks exercise {exercise.label}, which this notebook does not "
+                f"declare (exercise ex-NN-k is checked under the id NN.k)"
+            )
+        raise ValueError(
+            f"{call}: exercise {exercise.label} has no solution code cell to stub: tag the "
+            f"cell that computes the answer '{SOLUTION_TAG}' (or put it between "
+            "solution-start and solution-end), or students would receive the answer"
+        )
+

@@ -29,7 +29,7 @@ from pathlib import Path
 import nbformat
 import numpy as np
 
-from attnlab.assign import check_ids_in
+from attnlab.assign import check_ids_in, read_notebook
 from attnlab.course import sandbox
 from attnlab.course.adapters import MAX_NPZ_BYTES, _decode, save_plain
 from attnlab.course.cgroups import Cgroup, joining
@@ -52,7 +52,13 @@ def load_checks(paths: Iterable[Path]) -> list[str]:
         if module_spec is None or module_spec.loader is None:
             raise ValueError(f"cannot import check module {path}")
         module = importlib.util.module_from_spec(module_spec)
-        module_spec.loader.exec_module(module)
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as error:  # the instructor's code: say which file, in one line
+            reason = (str(error).strip().splitlines() or [""])[0][:200]
+            raise ValueError(
+                f"check module {path} does not import: {type(error).__name__}: {reason}"
+            ) from None
         names.append(name)
     return names
 
@@ -64,9 +70,9 @@ def expected_exercises(source: Path | None) -> dict[str, list[str]]:
     paths = [source] if source.is_file() else sorted(source.rglob("*.ipynb"))
     expected = {}
     for path in paths:
-        if {".ipynb_checkpoints", "_build"}.intersection(path.parts):
+        if {".ipynb_checkpoints", "_build"}.intersection(path.parts) or not path.is_file():
             continue
-        nb = nbformat.read(path, as_version=4)
+        nb = read_notebook(path)
         ids = [i for c in nb.cells if c.cell_type == "code" for i in check_ids_in(c.source)]
         expected[path.name] = list(dict.fromkeys(ids))
     return expected

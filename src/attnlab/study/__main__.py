@@ -59,8 +59,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="rounds of the side-by-side timing (0: skip it)",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if args.threads < 1:
         _fail(f"--threads must be a positive integer, got {args.threads}")
+    if args.threads > (cores or 1):
+        _fail(f"--threads must be at most {cores} (this machine's cores), got {args.threads}")
+    if not args.out.strip():
+        _fail("--out must name a folder, got an empty string")
     if args.timing_rounds < 0:
         _fail(f"--timing-rounds must be >= 0, got {args.timing_rounds}")
     if args.max_minutes is not None and not args.max_minutes > 0:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import csv
+import math
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -36,6 +37,12 @@ VAL_SIZE = 500
 CURVE_POINTS = 20
 #: Tasks whose generator takes a length ``n`` (the length-generalisation test needs one).
 LENGTH_TASKS = ("shift", "reverse", "gapped")
+
+
+#: The integer fields of a RunConfig and their least value.
+_INT_FIELDS = {
+    "seed": 0, "steps": 1, "batch_size": 1, "d": 1, "h": 1, "layers": 1, "long_n": 0, "shaw_k": 1,
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -63,8 +70,13 @@ class RunConfig:
     shaw_k: int = 8
 
     def __post_init__(self) -> None:
-        if isinstance(self.shaw_k, bool) or not isinstance(self.shaw_k, int) or self.shaw_k < 1:
-            raise ValueError(f"shaw_k must be a positive int, got {self.shaw_k!r}")
+        for name, least in _INT_FIELDS.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                kind = "a positive int" if least == 1 else f"an int >= {least}"
+                raise ValueError(f"{name} must be {kind}, got {value!r}")
+        if not (isinstance(self.lr, int | float) and math.isfinite(self.lr) and self.lr >= 0):
+            raise ValueError(f"lr must be a finite number >= 0, got {self.lr!r}")
         if self.task not in TASKS:
             raise ValueError(f"unknown task {self.task!r}; choose one of {', '.join(TASKS)}")
         if self.attention not in ATTENTIONS:
