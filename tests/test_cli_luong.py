@@ -63,22 +63,28 @@ def _train_on(device: str) -> None:
           progress=False, device=device)
 
 
-@pytest.mark.xfail(strict=True, reason="attnlab/train.py passes device to torch unchecked "
-                   "(torch's RuntimeError/AssertionError); fix proposed in the inputs report")
 @pytest.mark.parametrize("device", ["tpu", ""] + (["cuda"] if NO_CUDA else []))
 def test_train_with_a_bad_device_raises_a_value_error_naming_it(device):
     with pytest.raises(ValueError, match="device"):
         _train_on(device)
 
 
-def test_the_up_front_check_accepts_every_cuda_device_that_exists(monkeypatch):
-    """On a machine with one GPU (simulated), cuda and cuda:0 pass and cuda:1 does not."""
-    from attnlab.nn.luong import _refusal
+def test_the_device_rule_accepts_every_cuda_device_that_exists(monkeypatch):
+    """On a machine with one GPU (simulated), cuda and cuda:0 pass and cuda:1 does not; the
+    one rule serves train, the luong command and the study."""
+    from attnlab.study.runner import resolve_device as study_device
+    from attnlab.train import resolve_device
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    assert _refusal(["--device", "cuda"]) is None and _refusal(["--device", "cuda:0"]) is None
-    assert "no such CUDA device" in _refusal(["--device", "cuda:1"])
-    assert _refusal(["--device", "cpu", "--epochs", "3"]) is None
-    assert _refusal(["--epochs", "two"]) is None  # main's own parser reports non-integers
+    assert resolve_device("cuda") == torch.device("cuda")
+    assert resolve_device("cuda:0") == torch.device("cuda:0")
+    with pytest.raises(ValueError, match="no such CUDA device"):
+        resolve_device("cuda:1")
+    assert study_device("cuda") == torch.device("cuda")
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
-    assert "no such CUDA device" in _refusal(["--device", "cuda"])
+    for device in ("cuda", torch.device("cuda")):
+        with pytest.raises(ValueError, match="no such CUDA device"):
+            resolve_device(device)
+    with pytest.raises(ValueError, match="no such CUDA device"):
+        study_device("cuda")
+    assert resolve_device("cpu") == torch.device("cpu")

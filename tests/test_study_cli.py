@@ -76,7 +76,7 @@ def test_bad_choices_are_one_line_errors(tmp_path):
 )
 def test_cuda_without_a_device_is_a_one_line_error(tmp_path):
     status, _, stderr = _cli("--grid", "reduced", "--out", str(tmp_path), "--device", "cuda")
-    _one_line_error(status, stderr, "no CUDA device")
+    _one_line_error(status, stderr, "no such CUDA device")
 
 
 def test_parse_args_accepts_good_arguments(tmp_path):

@@ -117,7 +117,8 @@ def train(
     Raises
     ------
     ValueError
-        If ``epochs`` is not positive or the loss is not a finite scalar.
+        If ``epochs`` is not positive, the loss is not a finite scalar, or ``device`` fails
+        :func:`resolve_device`.
 
     Examples
     --------
@@ -133,7 +134,7 @@ def train(
     if epochs <= 0:
         raise ValueError(f"epochs must be positive, got {epochs}")
     if device is not None:
-        device = torch.device(device)
+        device = resolve_device(device)
         model.to(device)
     torch.manual_seed(seed)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
@@ -156,6 +157,37 @@ def train(
     bar.close()
     model.eval()
     return history
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``device`` as a torch device this machine has; ``"auto"`` is CUDA when available.
+
+    One rule for :func:`train`, ``python -m attnlab.nn.luong --device`` and
+    ``python -m attnlab.study --device``.
+
+    Raises
+    ------
+    ValueError
+        If torch knows no such device (``"tpu"``, ``""``, ``"cuda:x"``), or it is a CUDA device
+        this machine does not have.
+
+    Examples
+    --------
+    >>> from attnlab.train import resolve_device
+    >>> resolve_device("cpu")
+    device(type='cpu')
+    """
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        checked = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"device must be 'auto', 'cpu' or 'cuda[:N]' (a torch device), got {device!r}"
+        ) from None
+    if checked.type == "cuda" and (checked.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"device={str(checked)!r} but torch finds no such CUDA device")
+    return checked
 
 
 def to_device(batch: Any, device: str | torch.device) -> Any:

@@ -12,11 +12,10 @@ input feeding, built on :class:`~attnlab.nn.luong.LuongAttention`; the helpers t
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 from torch import Tensor, nn
 
+from attnlab._cli import OneLineParser
 from attnlab._validate import (
     check_int,
     require_nonempty,
@@ -24,9 +23,9 @@ from attnlab._validate import (
 )
 from attnlab.data import BOS_ID, PAD_ID, SequenceTask, date_task
 from attnlab.nn.luong_attention import SCORES, LuongAttention
-from attnlab.train import count_parameters
+from attnlab.train import count_parameters, resolve_device
 
-__all__ = ["LuongSeq2Seq", "task_tensors", "seq2seq_loss", "exact_match", "resolve_device", "main"]
+__all__ = ["LuongSeq2Seq", "task_tensors", "seq2seq_loss", "exact_match", "main"]
 
 
 class LuongSeq2Seq(nn.Module):
@@ -244,26 +243,16 @@ def exact_match(model: LuongSeq2Seq, task: SequenceTask) -> float:
     return correct.float().mean().item()
 
 
-def resolve_device(name: str) -> torch.device:
-    """The device of ``python -m attnlab.nn.luong --device``: ``"auto"`` is cuda if available.
+#: Defaults of ``python -m attnlab.nn.luong`` (chapter 07 quotes them).
+CLI_EXAMPLES, CLI_HIDDEN = 20000, 64
 
-    Raises
-    ------
-    ValueError
-        If ``name`` is not ``"auto"`` or a device torch knows.
 
-    Examples
-    --------
-    >>> from attnlab.nn.luong import resolve_device
-    >>> resolve_device("cpu")
-    device(type='cpu')
-    """
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        return torch.device(name)
-    except RuntimeError:
-        raise ValueError(f'device must be "auto", "cpu" or "cuda[:N]", got {name!r}') from None
+def _positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (argparse turns the ValueError into its error)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
 
 
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover - a long run, by hand
@@ -275,18 +264,25 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - a long ru
     """
     from attnlab.train import tensor_batches, train
 
-    parser = argparse.ArgumentParser(description="Train LuongSeq2Seq on the date task.")
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--examples", type=int, default=20000)
-    parser.add_argument("--hidden", type=int, default=64)
+    parser = OneLineParser(
+        prog="python -m attnlab.nn.luong", description="Train LuongSeq2Seq on the date task."
+    )
+    parser.add_argument("--epochs", type=_positive_int, default=10)
+    parser.add_argument("--examples", type=_positive_int, default=CLI_EXAMPLES)
+    parser.add_argument("--hidden", type=_positive_int, default=CLI_HIDDEN)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (small models: 1)")
+    parser.add_argument(
+        "--threads", type=_positive_int, default=1, help="torch threads (small models: 1)"
+    )
     parser.add_argument(
         "--device", default="cpu", help='"cpu" (default), "cuda", or "auto" (cuda if available)'
     )
     args = parser.parse_args(argv)
+    try:  # before any data is made: one line, not a traceback after minutes
+        device = resolve_device(args.device)
+    except ValueError as error:
+        parser.error(f"--device: {error}")
     torch.set_num_threads(args.threads)
-    device = resolve_device(args.device)
     train_set, test_set = date_task(args.examples + 1000, seed=args.seed).split(1000)
     print("| score | parameters | exact match |\n|---|---|---|")
     for score in SCORES:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
+from attnlab._cli import OneLineParser, fail
 from attnlab.study.grids import GRIDS, grid
 from attnlab.study.report import summary_markdown, timing_markdown, write_report
 from attnlab.study.runner import read_results, resolve_device, run_grid, run_one
@@ -24,20 +24,9 @@ from attnlab.study.runner import read_results, resolve_device, run_grid, run_one
 PROG = "python -m attnlab.study"
 
 
-def _fail(message: str) -> None:
-    """Exit with one line on standard error (status 2, as argparse does)."""
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage block
-        _fail(message)
-
-
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse and check the arguments; every problem ends in ``_fail``."""
-    parser = _Parser(
+    parser = OneLineParser(
         prog=PROG, description="GAM against standard attention on synthetic tasks (chapter 10)."
     )
     parser.add_argument("--grid", choices=GRIDS, default="full")
@@ -61,26 +50,26 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if args.threads < 1:
-        _fail(f"--threads must be a positive integer, got {args.threads}")
+        fail(PROG, f"--threads must be a positive integer, got {args.threads}")
     if args.threads > (cores or 1):
-        _fail(f"--threads must be at most {cores} (this machine's cores), got {args.threads}")
+        fail(PROG, f"--threads must be at most {cores} (this machine's cores), got {args.threads}")
     if not args.out.strip():
-        _fail("--out must name a folder, got an empty string")
+        fail(PROG, "--out must name a folder, got an empty string")
     if args.timing_rounds < 0:
-        _fail(f"--timing-rounds must be >= 0, got {args.timing_rounds}")
+        fail(PROG, f"--timing-rounds must be >= 0, got {args.timing_rounds}")
     if args.max_minutes is not None and not args.max_minutes > 0:
-        _fail(f"--max-minutes must be positive, got {args.max_minutes}")
+        fail(PROG, f"--max-minutes must be positive, got {args.max_minutes}")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
-        _fail(f"--out must name a folder, but {out} is a file")
+        fail(PROG, f"--out must name a folder, but {out} is a file")
     blocker = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
     if blocker is not None:
-        _fail(f"--out cannot be created: {blocker} is a file")
+        fail(PROG, f"--out cannot be created: {blocker} is a file")
     try:
         args.device = resolve_device(args.device)
         read_results(out / "results.csv")  # refuses a foreign CSV before anything runs
     except ValueError as error:
-        _fail(str(error))
+        fail(PROG, str(error))
     return args
 
 

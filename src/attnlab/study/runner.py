@@ -28,6 +28,7 @@ from attnlab.study.models import StudyModel
 from attnlab.study.slots import ATTENTIONS, EMBEDDINGS, POSITIONS, uses_embedding
 from attnlab.tasks import IGNORE, TASKS, TokenTask, make_task
 from attnlab.train import count_parameters, train
+from attnlab.train import resolve_device as torch_device
 
 #: Labelled examples in each run's test set (seed ``10**6 + seed``, which no batch uses).
 TEST_SIZE = 1000
@@ -129,11 +130,7 @@ def resolve_device(device: str) -> torch.device:
     """
     if device not in ("cpu", "cuda", "auto"):
         raise ValueError(f"device must be 'cpu', 'cuda' or 'auto', got {device!r}")
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' but torch finds no CUDA device")
-    return torch.device(device)
+    return torch_device(device)  # attnlab.train's rule: "auto", and CUDA only if present
 
 
 def token_cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
