@@ -7,7 +7,9 @@ one line that says what is wrong (tests in ``tests/test_cli_*.py`` hold every co
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 
@@ -22,3 +24,21 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         fail(self.prog, message)
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity where the OS tells it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def is_inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies below it (links and ``..`` resolved)."""
+    path, folder = Path(path).resolve(), Path(folder).resolve()
+    return path == folder or folder in path.parents
+
+
+def file_in_the_way(path: Path) -> Path | None:
+    """The first of ``path``'s parents that exists but is a file (so ``path`` cannot be made)."""
+    return next((p for p in Path(path).parents if p.exists() and not p.is_dir()), None)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import nbformat
 
+from attnlab._cli import file_in_the_way, is_inside
 from attnlab.student import *  # noqa: F403  (the transform, re-exported and documented here)
 from attnlab.student import __all__ as _STUDENT_NAMES
 from attnlab.student import exercises_in, student_version
@@ -107,9 +108,9 @@ def assign(source: Path, out: Path, *, force: bool = False) -> list[Path]:
         raise FileNotFoundError(f"no notebook or folder at {source}")
     paths = _notebooks(source)
     root = source if source.is_dir() else source.parent
-    if out.resolve() == root.resolve() or root.resolve() in out.resolve().parents:
+    if is_inside(out, root):
         raise ValueError(f"--out {out} is inside the source folder {root}: choose another folder")
-    blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    blocker = out if out.exists() and not out.is_dir() else file_in_the_way(out)
     if blocker is not None:
         raise ValueError(f"--out must be a folder, but {blocker} is a file")
     if out.exists() and any(out.iterdir()) and not force:

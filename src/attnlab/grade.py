@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -38,6 +37,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from attnlab._cli import file_in_the_way, is_inside, usable_cores
 from attnlab.course import sandbox
 from attnlab.course.files import Submission, display, find_submissions, write_csv
 from attnlab.course.grade import (
@@ -160,19 +160,11 @@ def _gib(text: str) -> float:
         ) from None
 
 
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    path, folder = path.resolve(), folder.resolve()
-    return path == folder or folder in path.parents
-
-
 def _problem(args: argparse.Namespace) -> str | None:
     """The first bad option, in one line (``None`` if all are usable); reads, runs nothing."""
-    if not 1 <= args.jobs <= _cores():
-        return f"--jobs must be between 1 and {_cores()} (this machine's cores), got {args.jobs}"
+    cores = usable_cores()
+    if not 1 <= args.jobs <= cores:
+        return f"--jobs must be between 1 and {cores} (this machine's cores), got {args.jobs}"
     for name, value in (("--memory", args.memory), ("--timeout", args.timeout)):
         if not (math.isfinite(value) and value > 0):
             return f"{name} must be a positive finite number, got {value}"
@@ -185,10 +177,10 @@ def _problem(args: argparse.Namespace) -> str | None:
     out = args.out
     if out.is_dir():
         return f"--out {out} is a folder; name the CSV file to write"
-    blocker = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    blocker = file_in_the_way(out)
     if blocker is not None:
         return f"--out {out} cannot be created: {blocker} is a file"
-    if _inside(out, args.submissions):
+    if is_inside(out, args.submissions):
         return f"--out {out} is inside the submissions folder (a sandbox could read it)"
     if args.source is not None:
         if not args.source.exists():

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from attnlab._cli import OneLineParser, fail
+from attnlab._cli import OneLineParser, fail, file_in_the_way, usable_cores
 from attnlab.study.grids import GRIDS, grid
 from attnlab.study.report import summary_markdown, timing_markdown, write_report
 from attnlab.study.runner import read_results, resolve_device, run_grid, run_one
@@ -48,10 +48,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="rounds of the side-by-side timing (0: skip it)",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = usable_cores()
     if args.threads < 1:
         fail(PROG, f"--threads must be a positive integer, got {args.threads}")
-    if args.threads > (cores or 1):
+    if args.threads > cores:
         fail(PROG, f"--threads must be at most {cores} (this machine's cores), got {args.threads}")
     if not args.out.strip():
         fail(PROG, "--out must name a folder, got an empty string")
@@ -62,7 +62,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         fail(PROG, f"--out must name a folder, but {out} is a file")
-    blocker = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    blocker = file_in_the_way(out)
     if blocker is not None:
         fail(PROG, f"--out cannot be created: {blocker} is a file")
     try:
