@@ -71,17 +71,19 @@ def test_an_empty_out_is_refused_not_read_as_the_current_folder(capsys, monkeypa
 @pytest.mark.parametrize(
     "field, bad",
     [("steps", 0), ("steps", -50), ("batch_size", 0), ("d", 0), ("h", 0), ("layers", 0),
-     ("long_n", -1), ("seed", -1), ("steps", 1.5), ("batch_size", True),
-     ("lr", -1e-3), ("lr", float("nan")), ("lr", float("inf"))],
+     ("long_n", -1), ("seed", -1), ("steps", 1.5), ("batch_size", True), ("shaw_k", "8"),
+     ("lr", -1e-3), ("lr", float("nan")), ("lr", float("inf")), ("lr", True)],
 )
 def test_a_run_config_refuses_bad_sizes_at_construction_naming_the_field(field, bad):
     """Not at run time, under another name (``num`` for batch_size), or silently (long_n).
 
     ``lr=0`` stays allowed: tests/test_study.py uses it as a placeholder when grouping rates.
+    The error contract: a value of the wrong type (a bool, a float size) is a TypeError.
     """
     from attnlab.study.runner import RunConfig
 
-    with pytest.raises(ValueError, match=field):
+    wrong_type = isinstance(bad, bool | str) or (field != "lr" and isinstance(bad, float))
+    with pytest.raises(TypeError if wrong_type else ValueError, match=field):
         RunConfig("gapped", "sdpa", "abs", **{"seed": 0, field: bad})
 
 

@@ -221,8 +221,9 @@ def test_shaw_clipping_distance_is_a_run_setting():
         shaw = model.blocks[0].attention.inner
         assert shaw.rel_k.weight.shape[0] == shaw.rel_v.weight.shape[0] == 2 * k + 1
     assert RunConfig("gapped", "sdpa", "rel", 0).shaw_k == 8  # the default of every block
-    for bad in (0, -3, 2.5, True, "12"):
-        with pytest.raises(ValueError, match="shaw_k"):
+    for bad, error in ((0, ValueError), (-3, ValueError), (2.5, TypeError), (True, TypeError),
+                       ("12", TypeError)):  # the error contract: a wrong type is a TypeError
+        with pytest.raises(error, match="shaw_k"):
             RunConfig("gapped", "sdpa", "rel", 0, shaw_k=bad)
 
 

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import csv
-import math
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -24,6 +23,7 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from attnlab._validate import check_float, check_int
 from attnlab.study.models import StudyModel
 from attnlab.study.slots import ATTENTIONS, EMBEDDINGS, POSITIONS, uses_embedding
 from attnlab.tasks import IGNORE, TASKS, TokenTask, make_task
@@ -72,11 +72,8 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         for name, least in _INT_FIELDS.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                kind = "a positive int" if least == 1 else f"an int >= {least}"
-                raise ValueError(f"{name} must be {kind}, got {value!r}")
-        if not (isinstance(self.lr, int | float) and math.isfinite(self.lr) and self.lr >= 0):
+            check_int(getattr(self, name), name, minimum=least)
+        if check_float(self.lr, "lr", positive=False) < 0:  # 0: a placeholder in tests
             raise ValueError(f"lr must be a finite number >= 0, got {self.lr!r}")
         if self.task not in TASKS:
             raise ValueError(f"unknown task {self.task!r}; choose one of {', '.join(TASKS)}")
