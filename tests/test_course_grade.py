@@ -13,7 +13,6 @@ outside). That turns "what could the notebook see?" into a grade the test can re
 from __future__ import annotations
 
 import csv
-import glob
 import os
 import shutil
 import tempfile
@@ -261,14 +260,19 @@ def graded(tmp_path_factory):
     (subs / "ghost").symlink_to(root / "nowhere")
     notebooks = [p for p in subs.rglob("*.ipynb") if p.is_file() and not p.is_symlink()]
     before = {p: p.read_bytes() for p in notebooks}
-    temps = set(glob.glob("/tmp/attnlab-grade-*"))
+    private = root / "tmp"  # the grader's own temp folders land here, not among a neighbour's
+    private.mkdir()
+    default_tmp, tempfile.tempdir = tempfile.tempdir, str(private)
     out = root / "grades.csv"
     started = time.monotonic()
     (root / "extra_checks.py").write_text(EXTRA_CHECKS)
     checks = [COURSEWORK / "hw_checks.py", root / "extra_checks.py"]
     limits = sandbox.Limits(total_memory=3 * 2**30)  # the herd needs 4.2 GiB
-    rows = grade(subs, out, source=COURSEWORK, checks=checks, timeout=TIMEOUT, jobs=2,
-                 progress=False, limits=limits)
+    try:
+        rows = grade(subs, out, source=COURSEWORK, checks=checks, timeout=TIMEOUT, jobs=2,
+                     progress=False, limits=limits)
+    finally:
+        tempfile.tempdir = default_tmp
     seconds = time.monotonic() - started
     print(f"\ngraded {len(CLASS) + 1} adversarial students in {seconds:.1f} s (jobs=2)")
     for row in rows:
@@ -277,7 +281,7 @@ def graded(tmp_path_factory):
     after = {p: p.read_bytes() for p in before}
     return {
         "rows": rows, "out": out, "unchanged": before == after, "root": root,
-        "survivors": _sandbox_uids(), "new_temps": set(glob.glob("/tmp/attnlab-grade-*")) - temps,
+        "survivors": _sandbox_uids(), "new_temps": set(private.iterdir()),
     }
 
 

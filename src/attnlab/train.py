@@ -118,7 +118,7 @@ def train(
     ------
     ValueError
         If ``epochs`` is not positive, the loss is not a finite scalar, or ``device`` fails
-        :func:`resolve_device`.
+        :func:`attnlab.train.resolve_device`.
 
     Examples
     --------
@@ -162,7 +162,7 @@ def train(
 def resolve_device(device: str | torch.device) -> torch.device:
     """``device`` as a torch device this machine has; ``"auto"`` is CUDA when available.
 
-    One rule for :func:`train`, ``python -m attnlab.nn.luong --device`` and
+    One rule for :func:`attnlab.train.train`, ``python -m attnlab.nn.luong --device`` and
     ``python -m attnlab.study --device``.
 
     Raises
