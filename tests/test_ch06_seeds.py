@@ -1,6 +1,6 @@
 """Chapter 06, §6.4: "which head takes which job depends on the seed; that both jobs are taken
 does not". Trained with twelve seeds (0-11) on exactly the chapter's protocol
-(attnlab.image_heads: 150 Adam steps of 32 images), every model has a colour head and a texture
+(attnlab.nn.image_heads: 150 Adam steps of 32 images), every model has a colour head and a texture
 head with an attention mass above 0.98 on the test images.
 
 This is the chapter's whole protocol, not a shortened copy: the protocol itself was chosen
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.image_heads import BATCH, STEPS, PatchModel, head_masses, train_patch_model
-from attnlab.images import colour_texture_task
+from attnlab.data.images import colour_texture_task
+from attnlab.nn.image_heads import BATCH, STEPS, PatchModel, head_masses, train_patch_model
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTER = ROOT / "notebooks" / "06_attention_heads_on_images.ipynb"

@@ -1,4 +1,4 @@
-"""Tests of attnlab.images: patch tokens, downsampling and the colour/texture task."""
+"""Tests of attnlab.data.images: patch tokens, downsampling and the colour/texture task."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab import image_to_patches, patches_to_image
-from attnlab.images import (
+from attnlab.data.images import (
     TASK_COLOURS,
     colour_texture_targets,
     colour_texture_task,

@@ -1,4 +1,4 @@
-"""Tests of attnlab.lookup: chapter 01's trainable attention on the look-up task."""
+"""Tests of attnlab.nn.lookup: chapter 01's trainable attention on the look-up task."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attnlab.data import lookup_task
-from attnlab.lookup import LookupAttention, relative_error, train_lookup
+from attnlab.nn.lookup import LookupAttention, relative_error, train_lookup
 
 
 def naive_weights(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray) -> np.ndarray:

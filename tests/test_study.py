@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch import nn
 
+from attnlab.data.tasks import shift_task
 from attnlab.nn import GeneralizedAttention, MultiHeadAttention, ShawRelativeAttention
 from attnlab.study import (
     ATTENTIONS,
@@ -28,7 +29,6 @@ from attnlab.study import (
     task_loss,
 )
 from attnlab.study.grids import EDGE_SPECS, LONG_STEPS, RECALL_STEPS, full_blocks
-from attnlab.tasks import shift_task
 from attnlab.train import train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -1,4 +1,4 @@
-"""Tests of attnlab.tasks: every label is recomputed from the inputs by a plain loop."""
+"""Tests of attnlab.data.tasks: every label is recomputed from the inputs by a plain loop."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnlab.tasks import (
+from attnlab.data.tasks import (
     IGNORE,
     TASKS,
     TokenTask,

@@ -16,7 +16,7 @@ import time
 import torch
 
 from attnlab.study.runner import RunConfig, _curve, build_model, task_loss, task_tensors
-from attnlab.tasks import make_task
+from attnlab.data.tasks import make_task
 from attnlab.train import train
 
 MAX_STEPS = 4000

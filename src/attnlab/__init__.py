@@ -11,8 +11,8 @@ over the last axis (the keys), boolean masks say ``True`` where a query may atte
 
 from attnlab.attention import scaled_dot_product_attention, self_attention
 from attnlab.conv import local_context
+from attnlab.data.images import image_to_patches, patches_to_image
 from attnlab.gam import gam_attention, gam_init_std, gam_logits, signed_power
-from attnlab.images import image_to_patches, patches_to_image
 from attnlab.luong import column_to_row, luong_attention, luong_scores, row_to_column
 from attnlab.multihead import merge_heads, multi_head_attention, split_heads
 from attnlab.positions import (

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from attnlab.course.spec import Case, ExerciseFailure, as_array, close, exercise
-from attnlab.images import image_to_patches
+from attnlab.data.images import image_to_patches
 
 
 @exercise(

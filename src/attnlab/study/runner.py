@@ -24,9 +24,9 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from attnlab._validate import check_float, check_int
+from attnlab.data.tasks import IGNORE, TASKS, TokenTask, make_task
 from attnlab.study.models import StudyModel
 from attnlab.study.slots import ATTENTIONS, EMBEDDINGS, POSITIONS, uses_embedding
-from attnlab.tasks import IGNORE, TASKS, TokenTask, make_task
 from attnlab.train import count_parameters, train
 from attnlab.train import resolve_device as torch_device
 

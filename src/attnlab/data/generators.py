@@ -1,4 +1,4 @@
-"""Seeded synthetic sequence tasks (numpy only; nothing is downloaded).
+"""Seeded synthetic sequence tasks of chapters 01 and 07 (numpy only; nothing is downloaded).
 
 A task is a :class:`SequenceTask`: integer token arrays for the source and target sequences,
 padded to a common length with the padding id ``0``, their true lengths, and one
@@ -17,8 +17,8 @@ Tasks so far:
 
 Helpers: :func:`pad_sequences` and :func:`batch_indices`. They and the containers
 (:class:`Vocab`, :class:`SequenceTask`, the ids ``PAD_ID`` and ``BOS_ID``) are defined in
-:mod:`attnlab.sequences` and re-exported here, one module per concept; the generators are
-defined here.
+:mod:`attnlab.data.sequences`; :mod:`attnlab.data` re-exports them with the generators defined
+here, so ``from attnlab.data import date_task`` works.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from attnlab._validate import ANY_INT, check_int
-from attnlab.sequences import (
+from attnlab.data.sequences import (
     BOS_ID,
     PAD_ID,
     SPECIALS,

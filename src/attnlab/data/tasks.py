@@ -63,7 +63,7 @@ class TokenTask:
 
     Examples
     --------
-    >>> from attnlab.tasks import shift_task
+    >>> from attnlab.data.tasks import shift_task
     >>> task = shift_task(4, n=6, vocab=5, offset=2, seed=0)
     >>> task.inputs.shape, task.n, task.vocab_in, task.vocab_out
     ((4, 6), 6, 5, 5)
@@ -135,7 +135,7 @@ def shift_task(num: int, n: int = 16, vocab: int = 10, offset: int = 3, seed: in
 
     Examples
     --------
-    >>> from attnlab.tasks import shift_task
+    >>> from attnlab.data.tasks import shift_task
     >>> task = shift_task(1, n=6, vocab=10, offset=2, seed=3)
     >>> task.inputs[0, :4].tolist() == task.targets[0, 2:].tolist()
     True
@@ -182,7 +182,7 @@ def reverse_task(num: int, n: int = 16, vocab: int = 10, seed: int = 0) -> Token
 
     Examples
     --------
-    >>> from attnlab.tasks import reverse_task
+    >>> from attnlab.data.tasks import reverse_task
     >>> task = reverse_task(1, n=5, seed=1)
     >>> task.targets[0].tolist() == task.inputs[0, ::-1].tolist()
     True
@@ -238,7 +238,7 @@ def recall_task(
 
     Examples
     --------
-    >>> from attnlab.tasks import recall_task
+    >>> from attnlab.data.tasks import recall_task
     >>> task = recall_task(1, n_pairs=3, n_queries=2, n_keys=4, n_values=5, seed=0)
     >>> pairs, queries = task.inputs[0, :3], task.inputs[0, 3:]
     >>> table = {int(p) // 5: int(p) % 5 for p in pairs}     # key -> value
@@ -312,7 +312,7 @@ def gapped_shift_task(
 
     Examples
     --------
-    >>> from attnlab.tasks import gapped_shift_task
+    >>> from attnlab.data.tasks import gapped_shift_task
     >>> task = gapped_shift_task(1, n=5, span=9, distance=2, seed=0)
     >>> p, x, y = task.positions[0], task.inputs[0], task.targets[0]
     >>> p.tolist()
@@ -350,7 +350,7 @@ def gapped_far_task(num: int, n: int = 16, span: int = 32, seed: int = 0) -> Tok
 
     Examples
     --------
-    >>> from attnlab.tasks import gapped_far_task
+    >>> from attnlab.data.tasks import gapped_far_task
     >>> task = gapped_far_task(2, seed=0)
     >>> task.name, task.inputs.shape, task.span
     ('gapped-far', (2, 16), 32)
@@ -378,7 +378,7 @@ def make_task(name: str, num: int, seed: int = 0, **kwargs: int) -> TokenTask:
 
     Examples
     --------
-    >>> from attnlab.tasks import make_task
+    >>> from attnlab.data.tasks import make_task
     >>> make_task("recall", 3, seed=1).inputs.shape
     (3, 16)
     >>> make_task("shift", 2, seed=1, n=32).inputs.shape

@@ -76,7 +76,7 @@ class LookupAttention(nn.Module):
     Examples
     --------
     >>> import torch
-    >>> from attnlab.lookup import LookupAttention
+    >>> from attnlab.nn.lookup import LookupAttention
     >>> model = LookupAttention(d=3, d_k=2, seed=0)
     >>> pred, weights = model(torch.ones(4, 5, 3, dtype=torch.float64))
     >>> pred.shape, weights.shape, float(weights[0, 0].detach())
@@ -136,7 +136,7 @@ def relative_error(prediction: np.typing.ArrayLike | Tensor, target: np.typing.A
 
     Examples
     --------
-    >>> from attnlab.lookup import relative_error
+    >>> from attnlab.nn.lookup import relative_error
     >>> relative_error([0.0, 0.0], [1.0, -1.0])
     1.0
     """
@@ -198,7 +198,7 @@ def train_lookup(
     Examples
     --------
     >>> from attnlab.data import lookup_task
-    >>> from attnlab.lookup import LookupAttention, train_lookup
+    >>> from attnlab.nn.lookup import LookupAttention, train_lookup
     >>> x, y = lookup_task(200, seed=1)
     >>> history = train_lookup(LookupAttention(d=7, d_k=6), x, y, steps=60, lr=0.1)
     >>> len(history), history[-1] < 0.5 * history[0]

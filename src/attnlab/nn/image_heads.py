@@ -1,7 +1,7 @@
 """Chapter 06's learned heads: a one-layer patch model, its training, and head masses (torch).
 
 The chapter trains :class:`PatchModel` (``MultiHeadAttention(48, h)`` followed by a linear
-read-out to the six targets of :func:`attnlab.images.colour_texture_task`) with
+read-out to the six targets of :func:`attnlab.data.images.colour_texture_task`) with
 :func:`train_patch_model`, then measures with :func:`head_masses` how much attention each head
 puts on patches of the query's colour and of the query's texture. The chapter and the test of
 its twelve-seed claim (``tests/test_ch06_seeds.py``) call these same functions, so the claim
@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_int
-from attnlab.images import ColourTextureTask
+from attnlab.data.images import ColourTextureTask
 from attnlab.nn import MultiHeadAttention
 
 #: Adam steps, images per batch and learning rate of the chapter's protocol.
@@ -41,7 +41,7 @@ class PatchModel(nn.Module):
     Examples
     --------
     >>> import torch
-    >>> from attnlab.image_heads import PatchModel
+    >>> from attnlab.nn.image_heads import PatchModel
     >>> _ = torch.manual_seed(0)
     >>> prediction, weights = PatchModel(4)(torch.zeros(2, 64, 48))
     >>> tuple(prediction.shape), tuple(weights.shape)
@@ -87,8 +87,8 @@ def train_patch_model(
     Examples
     --------
     >>> import torch
-    >>> from attnlab.images import colour_texture_task
-    >>> from attnlab.image_heads import PatchModel, train_patch_model
+    >>> from attnlab.data.images import colour_texture_task
+    >>> from attnlab.nn.image_heads import PatchModel, train_patch_model
     >>> _ = torch.manual_seed(0)
     >>> model = PatchModel(4)
     >>> train_patch_model(model, colour_texture_task(8), steps=2, batch=4)
@@ -125,8 +125,8 @@ def head_masses(model: PatchModel, task: ColourTextureTask) -> tuple[np.ndarray,
     Examples
     --------
     >>> import torch
-    >>> from attnlab.images import colour_texture_task
-    >>> from attnlab.image_heads import PatchModel, head_masses
+    >>> from attnlab.data.images import colour_texture_task
+    >>> from attnlab.nn.image_heads import PatchModel, head_masses
     >>> _ = torch.manual_seed(0)
     >>> colour, texture = head_masses(PatchModel(4), colour_texture_task(4))
     >>> colour.shape, bool((colour > 0).all() and (colour <= 1).all())

@@ -57,7 +57,7 @@ def image_to_patches(image: np.typing.ArrayLike, patch: int = 4) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from attnlab.images import image_to_patches
+    >>> from attnlab.data.images import image_to_patches
     >>> image = np.zeros((8, 12, 3))                   # 8 × 12 RGB
     >>> image_to_patches(image).shape                  # a 2 × 3 grid of 48-value tokens
     (6, 48)
@@ -113,7 +113,7 @@ def patches_to_image(
     Examples
     --------
     >>> import numpy as np
-    >>> from attnlab.images import image_to_patches, patches_to_image
+    >>> from attnlab.data.images import image_to_patches, patches_to_image
     >>> image = np.arange(8 * 12 * 3.0).reshape(8, 12, 3)
     >>> bool(np.array_equal(patches_to_image(image_to_patches(image), (2, 3)), image))
     True
@@ -162,7 +162,7 @@ def downsample(image: np.typing.ArrayLike, factor: int) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from attnlab.images import downsample
+    >>> from attnlab.data.images import downsample
     >>> downsample(np.arange(16.0).reshape(4, 4, 1), 2)[..., 0]
     array([[ 2.5,  4.5],
            [10.5, 12.5]])
@@ -194,7 +194,7 @@ def texture_patterns(patch: int = 4) -> np.ndarray:
 
     Examples
     --------
-    >>> from attnlab.images import texture_patterns
+    >>> from attnlab.data.images import texture_patterns
     >>> texture_patterns(2)[2]
     array([[ 1., -1.],
            [-1.,  1.]])
@@ -229,7 +229,7 @@ def colour_texture_targets(colours: np.ndarray, textures: np.ndarray) -> np.ndar
     Examples
     --------
     >>> import numpy as np
-    >>> from attnlab.images import colour_texture_targets
+    >>> from attnlab.data.images import colour_texture_targets
     >>> colours = np.array([[0, 0, 1]])            # red, red, green
     >>> textures = np.array([[0, 1, 1]])           # across, down, down
     >>> colour_texture_targets(colours, textures)[0, 1]   # patch 1: red and "down"
@@ -297,7 +297,7 @@ def colour_texture_task(
 
     Examples
     --------
-    >>> from attnlab.images import colour_texture_task
+    >>> from attnlab.data.images import colour_texture_task
     >>> task = colour_texture_task(2, seed=1)
     >>> task.tokens.shape, task.targets.shape
     ((2, 64, 48), (2, 64, 6))
