@@ -179,6 +179,7 @@ class Visit:
     links: list[dict[str, str]] = field(default_factory=list)
     icons: list[str] = field(default_factory=list)
     local_paths: list[str] = field(default_factory=list)
+    pipe_tables: list[str] = field(default_factory=list)
 
 
 # Runs in the page once it has loaded: waits for MathJax and images, then measures.
@@ -244,10 +245,15 @@ async () => {
   }));
   // A page without <link rel="icon"> makes every browser ask for /favicon.ico, a 404.
   const icons = Array.from(document.querySelectorAll("link[rel~='icon']")).map((l) => l.href);
+  // A Markdown table left as text: a paragraph holding its delimiter row |---|---| (whose
+  // dashes Sphinx's smart quotes may have turned into en or em dashes).
+  const pipeTables = Array.from(document.querySelectorAll("article p, article li"))
+    .filter((el) => /\|\s*:?(?:-{3,}|[\u2013\u2014]+):?\s*\|/.test(el.textContent))
+    .map((el) => el.textContent.trim().slice(0, 80));
   const fullText = document.body.innerText;
   return { fullText, icons, mathjax, images: images.length, broken, noAlt, maths: maths.length,
            untypeset, mathErrors, text: texts.join(" "), emptyOutputs, sidebar, overflow, wide,
-           links };
+           links, pipeTables };
 }
 """
 
@@ -335,6 +341,7 @@ def visit(browser_context: object, base_url: str) -> Callable[[str], Visit]:
             seen.links = measured["links"]
             seen.icons = measured["icons"]
             seen.local_paths = find_local_paths(measured["fullText"])
+            seen.pipe_tables = measured["pipeTables"]
             tab.screenshot(path=str(screenshot_path(page)), full_page=True)
             seen.solutions = _check_solutions(tab)
         finally:

@@ -85,6 +85,13 @@ def test_every_image_loads(visit, page: str) -> None:
     )
 
 
+def test_no_table_left_as_text(visit, page: str) -> None:
+    """A Markdown table (a cell's ``display(Markdown(...))`` or the prose) renders as a table,
+    never as a paragraph of pipes and dashes."""
+    seen = visit(page)
+    assert not seen.pipe_tables, f"{page}: Markdown tables shown as text: {seen.pipe_tables}"
+
+
 def test_no_empty_outputs(visit, page: str) -> None:
     seen = visit(page)
     assert seen.empty_outputs == 0, f"{page}: {seen.empty_outputs} empty cell output(s)"

@@ -1,24 +1,25 @@
 """Seeded synthetic sequence tasks of chapters 01 and 07 (numpy only; nothing is downloaded).
 
-A task is a :class:`SequenceTask`: integer token arrays for the source and target sequences,
-padded to a common length with the padding id ``0``, their true lengths, and one
-:class:`Vocab` for each side. Every generator takes a ``seed`` and returns the same data for
-the same seed on every machine.
+A task is a :class:`~attnlab.data.SequenceTask`: integer token arrays for the source and
+target sequences, padded to a common length with the padding id ``0``, their true lengths,
+and one :class:`~attnlab.data.Vocab` for each side. Every generator takes a ``seed`` and
+returns the same data for the same seed on every machine.
 
 Tasks so far:
 
-- :func:`lookup_task` (chapter 01): find the one token whose key matches token 0's key and
-  return its value. The partner sits at a different offset in every example, so a
-  fixed-offset kernel can only average, while content-dependent weights solve it exactly.
-- :func:`date_task` (chapter 07): rewrite a date written in one of several human formats,
-  such as ``"25 dec 2019"`` or ``"dec 25, 2019"``, as ISO ``"2019-12-25"``. The output's
-  characters come from different places in the input depending on the format, so a decoder
-  must learn *where* to look: a task that needs alignment.
+- :func:`~attnlab.data.lookup_task` (chapter 01): find the one token whose key matches token
+  0's key and return its value. The partner sits at a different offset in every example, so
+  a fixed-offset kernel can only average, while content-dependent weights solve it exactly.
+- :func:`~attnlab.data.date_task` (chapter 07): rewrite a date written in one of several
+  human formats, such as ``"25 dec 2019"`` or ``"dec 25, 2019"``, as ISO ``"2019-12-25"``.
+  The output's characters come from different places in the input depending on the format,
+  so a decoder must learn *where* to look: a task that needs alignment.
 
-Helpers: :func:`pad_sequences` and :func:`batch_indices`. They and the containers
-(:class:`Vocab`, :class:`SequenceTask`, the ids ``PAD_ID`` and ``BOS_ID``) are defined in
-:mod:`attnlab.data.sequences`; :mod:`attnlab.data` re-exports them with the generators defined
-here, so ``from attnlab.data import date_task`` works.
+Helpers: :func:`~attnlab.data.pad_sequences` and :func:`~attnlab.data.batch_indices`. They
+and the containers (:class:`~attnlab.data.Vocab`, :class:`~attnlab.data.SequenceTask`, the ids
+``PAD_ID`` and ``BOS_ID``) are defined in :mod:`attnlab.data.sequences`; :mod:`attnlab.data`
+re-exports them with the generators defined here, so ``from attnlab.data import date_task``
+works.
 """
 
 from __future__ import annotations
@@ -58,12 +59,13 @@ MONTHS = (
     "july", "august", "september", "october", "november", "december",
 )  # fmt: skip
 
-#: The source formats of :func:`date_task` (English month names, independent of the locale).
+#: The source formats of :func:`~attnlab.data.date_task` (English month names, whatever the
+#: locale).
 DATE_FORMATS = ("d mon yyyy", "d month yyyy", "mon d, yyyy", "dd/mm/yyyy", "yyyy mon dd")
 
 
 def format_date(date: datetime.date, fmt: str) -> str:
-    """Write ``date`` in one of :data:`DATE_FORMATS`, with English month names.
+    """Write ``date`` in one of :data:`~attnlab.data.generators.DATE_FORMATS` (English months).
 
     Examples
     --------
@@ -107,7 +109,7 @@ def date_task(
     seed : int
         Seed of ``np.random.default_rng``; the same seed gives the same examples.
     formats : tuple of str
-        Source formats to draw from, a subset of :data:`DATE_FORMATS`.
+        Source formats to draw from, a subset of :data:`~attnlab.data.generators.DATE_FORMATS`.
     years : (int, int)
         First and last year (inclusive).
 
