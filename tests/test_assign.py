@@ -383,8 +383,8 @@ def test_chapter_reference_solutions_passed_their_checks(path):
 
 
 def test_assign_re_exports_every_name_of_student_and_nothing_is_listed_twice():
-    import attnlab.assign as assign_module
-    import attnlab.student as student_module
+    import attnlab.course.assign as assign_module
+    import attnlab.course.student as student_module
 
     assert assign_module.__all__ == [*student_module.__all__, "read_notebook", "assign", "main"]
     assert len(set(assign_module.__all__)) == len(assign_module.__all__)

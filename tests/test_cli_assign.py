@@ -15,7 +15,7 @@ import nbformat
 import pytest
 
 from attnlab.assign import main
-from attnlab.student import student_version
+from attnlab.course.student import student_version
 
 FIXTURES = Path(__file__).parent / "fixtures" / "coursework"
 REFERENCE = FIXTURES / "softmax_hw.ipynb"

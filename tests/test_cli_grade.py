@@ -44,7 +44,7 @@ def no_grading(monkeypatch):
     def refuse(*args, **kwargs):
         raise Graded("a notebook was graded despite a bad option")
 
-    monkeypatch.setattr("attnlab.grade.grade_notebook", refuse)
+    monkeypatch.setattr("attnlab.course.grade_cli.grade_notebook", refuse)
     monkeypatch.setattr(course_grade, "grade_notebook", refuse)
 
 

@@ -5,5 +5,8 @@
 * :mod:`attnlab.course.adapters` — calling an answer, plain data on disk;
 * :mod:`attnlab.course.sandbox` — bubblewrap isolation and resource limits;
 * :mod:`attnlab.course.runner` — the notebook runner that executes inside the sandbox;
-* :mod:`attnlab.course.grade` — the grader behind ``python -m attnlab.grade``.
+* :mod:`attnlab.course.grade` — grading one notebook;
+* :mod:`attnlab.course.grade_cli` — the command ``python -m attnlab.grade``;
+* :mod:`attnlab.course.assign`, :mod:`attnlab.course.student` — student versions
+  (``python -m attnlab.assign``).
 """

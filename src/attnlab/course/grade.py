@@ -29,9 +29,9 @@ from pathlib import Path
 import nbformat
 import numpy as np
 
-from attnlab.assign import check_ids_in, read_notebook
 from attnlab.course import sandbox
 from attnlab.course.adapters import MAX_NPZ_BYTES, _decode, save_plain
+from attnlab.course.assign import check_ids_in, read_notebook
 from attnlab.course.cgroups import Cgroup, joining
 from attnlab.course.files import Submission, read_notebook_bytes, safe_cell
 from attnlab.course.spec import Case, ExerciseFailure, Spec, get_spec, judge

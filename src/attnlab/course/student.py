@@ -1,9 +1,9 @@
 """A student version of one notebook: solutions out, stubs and self-checks in (the transform).
 
-:func:`~attnlab.assign.student_version` turns a solved chapter notebook into the one students
-get, and :func:`~attnlab.assign.exercises_in` lists its exercises; both work on notebooks in
+:func:`~attnlab.course.assign.student_version` turns a solved chapter notebook into the one students
+get, and :func:`~attnlab.course.assign.exercises_in` lists its exercises; both work on notebooks in
 memory and touch no file. The command that reads and writes folders is
-:mod:`attnlab.assign` (``python -m attnlab.assign``), which re-exports (and documents) every
+:mod:`attnlab.course.assign` (``python -m attnlab.assign``), which re-exports (and documents) every
 name here.
 
 What changes in a student version (and nothing else does):
