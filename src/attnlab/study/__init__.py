@@ -9,7 +9,9 @@ GPU with ``--device cuda``):
 - ``attnlab.study.models``: :class:`StudyModel`, a pre-norm transformer encoder whose
   self-attention is chosen by name, with learned absolute or relative positions;
 - ``attnlab.study.runner``: :class:`RunConfig`, :func:`run_one` (train, then validation,
-  test and length-generalisation accuracy) and the resumable :func:`run_grid`;
+  test and length-generalisation accuracy) and :func:`read_results`;
+- ``attnlab.study.engine``: the resumable :func:`run_grid`, in this process or on a Dask
+  cluster (:func:`dask_executor`), with one writer of the CSV (:class:`DriverLock`);
 - ``attnlab.study.grids``: the named grids (``"full"``, ``"reduced"``), in priority order;
 - ``attnlab.study.stats``: means with 95 % t-intervals over seeds, the learning rate chosen
   on the validation split, and the rule "different only when the intervals separate";
@@ -21,6 +23,7 @@ Command line (writes ``results.csv``, ``summary.md``, ``timing.md`` and PNG figu
     python -m attnlab.study --grid full --out book/study
 """
 
+from attnlab.study.engine import DriverLock, GridLocked, dask_executor, run_grid
 from attnlab.study.grids import GRIDS, grid
 from attnlab.study.models import Block, StudyModel
 from attnlab.study.report import (
@@ -45,7 +48,6 @@ from attnlab.study.runner import (
     evaluate,
     read_results,
     resolve_device,
-    run_grid,
     run_one,
     task_loss,
     token_cross_entropy,
@@ -65,6 +67,7 @@ from attnlab.study.stats import find, separated, summarize, t_interval
 
 __all__ = [
     "ATTENTIONS", "COLUMNS", "CONFIG_COLUMNS", "CURVE_POINTS", "EMBEDDINGS", "GRIDS",
+    "DriverLock", "GridLocked", "dask_executor",
     "POSITIONS", "RESULT_COLUMNS", "TEST_SIZE", "VAL_SIZE", "AttentionSpec", "Block",
     "CorpusShawAttention", "LuongSelfAttention", "RunConfig", "SelfAttentionSlot", "StudyModel",
     "accuracy_markdown", "build_model", "evaluate", "grid", "make_attention", "plot_accuracy",

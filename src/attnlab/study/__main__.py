@@ -1,6 +1,8 @@
 """Command line of chapter 10's study: ``python -m attnlab.study --grid full --out DIR``.
 
-Runs a named grid (resuming from ``DIR/results.csv``), then writes ``summary.md``, the
+Runs a named grid (resuming from ``DIR/results.csv``) on a local Dask cluster of ``--workers``
+processes (one thread each; ``--workers 0`` runs it in this process) or on a running Dask
+scheduler (``--scheduler tcp://host:8786``), then writes ``summary.md``, the
 figures and ``timing.md`` into ``DIR``. Bad arguments and a ``results.csv`` that this study did
 not write end in one line on standard error (exit status 2), never a traceback, and such a
 file is left untouched.
@@ -9,6 +11,8 @@ file is left untouched.
 from __future__ import annotations
 
 import argparse
+import csv
+import functools
 import os
 import time
 from collections.abc import Sequence
@@ -17,9 +21,10 @@ from pathlib import Path
 import torch
 
 from attnlab._cli import OneLineParser, fail, file_in_the_way, usable_cores
+from attnlab.study.engine import FAILURES_NAME, GridLocked, dask_executor, run_grid
 from attnlab.study.grids import GRIDS, grid
 from attnlab.study.report import summary_markdown, timing_markdown, write_report
-from attnlab.study.runner import read_results, resolve_device, run_grid, run_one
+from attnlab.study.runner import read_results, resolve_device, run_one
 
 PROG = "python -m attnlab.study"
 
@@ -31,7 +36,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--grid", choices=GRIDS, default="full")
     parser.add_argument("--out", required=True, help="folder for results.csv and the report")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument(
+        "--threads", type=int, default=1,
+        help="torch threads of this process (default 1; each worker uses one)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--workers", type=int, default=1,
+        help="worker processes of a local Dask cluster, one thread each (default 1; 0: run "
+        "in this process, without Dask)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--scheduler", default=None,
+        help="address of a running Dask scheduler (tcp://host:8786) to run the grid on; "
+        "--workers then says how many of its workers to keep busy",
+    )  # fmt: skip
     parser.add_argument(
         "--device", choices=("cpu", "cuda", "auto"), default="cpu",
         help="where to train (default cpu, the reference; auto: cuda when available)",
@@ -55,6 +73,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         fail(PROG, f"--threads must be at most {cores} (this machine's cores), got {args.threads}")
     if not args.out.strip():
         fail(PROG, "--out must name a folder, got an empty string")
+    if args.workers < 0:
+        fail(PROG, f"--workers must be a non-negative integer, got {args.workers}")
+    if args.scheduler is None and args.workers > cores:
+        fail(PROG, f"--workers must be at most {cores} (this machine's cores), got {args.workers}")
+    if args.scheduler is not None and not args.scheduler.strip():
+        fail(PROG, "--scheduler must be an address such as tcp://127.0.0.1:8786, got ''")
     if args.timing_rounds < 0:
         fail(PROG, f"--timing-rounds must be >= 0, got {args.timing_rounds}")
     if args.max_minutes is not None and not args.max_minutes > 0:
@@ -73,6 +97,33 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _failure_count(out: Path) -> int:
+    """Rows in ``OUT/failures.csv`` (0 when there is none)."""
+    path = out / FAILURES_NAME
+    if not path.exists():
+        return 0
+    with path.open(newline="", encoding="utf-8") as handle:
+        return sum(1 for _ in csv.DictReader(handle))
+
+
+def _run(args: argparse.Namespace, configs: list, out: Path) -> list[dict[str, str]]:
+    """Run the grid where the arguments say: here, on a local cluster, or on a scheduler."""
+    deadline = None if args.max_minutes is None else time.monotonic() + 60 * args.max_minutes
+    runner = functools.partial(run_one, device=str(args.device))
+    try:
+        if args.scheduler is None and args.workers == 0:
+            return run_grid(configs, out / "results.csv", deadline=deadline, runner=runner)
+        with dask_executor(args.workers, args.scheduler) as executor:
+            where = args.scheduler or f"a local Dask cluster of {args.workers} worker(s)"
+            print(f"running on {where}")
+            return run_grid(
+                configs, out / "results.csv", deadline=deadline, runner=runner,
+                executor=executor, in_flight=2 * max(1, args.workers),
+            )  # fmt: skip
+    except (GridLocked, ValueError) as error:
+        fail(PROG, str(error))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Command line: run a grid (resuming from ``OUT/results.csv``) and write the report."""
     args = parse_args(argv)
@@ -80,17 +131,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
+    failures_before = _failure_count(out)
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     print(f"start {time.strftime('%Y-%m-%d %H:%M:%S')}, load average {load[0]:.1f}")
     configs = grid(args.grid)
     if args.report_only:
         rows = read_results(out / "results.csv")
     else:
-        deadline = None if args.max_minutes is None else time.monotonic() + 60 * args.max_minutes
-        rows = run_grid(
-            configs, out / "results.csv", deadline=deadline,
-            runner=lambda config: run_one(config, device=str(args.device)),
-        )  # fmt: skip
+        rows = _run(args, configs, out)
     minutes = (time.perf_counter() - start) / 60
     end_load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     for path in write_report(rows, out):
@@ -112,6 +160,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"wrote {out / 'timing.md'}")
     print(report)
     print(summary_markdown(rows))
+    failed = _failure_count(out) - failures_before
+    if failed:
+        print(f"{PROG}: {failed} run(s) failed in this call; see {out / FAILURES_NAME}")
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover

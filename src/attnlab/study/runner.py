@@ -5,8 +5,8 @@
 - :func:`run_one`: train it from scratch; measure accuracy on a validation split (used only to
   choose the learning rate), on a test split (never used for a choice) and, where the model
   allows other lengths, on longer test sequences (length generalisation);
-- :func:`run_grid`: run a list of configurations, appending one CSV row per finished run and
-  resuming from the CSV; :func:`read_results` reads such a CSV and refuses a foreign one.
+- :func:`read_results` reads a results CSV and refuses a foreign one (the grid that writes
+  it, :func:`~attnlab.study.engine.run_grid`, is in :mod:`attnlab.study.engine`).
 """
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ from __future__ import annotations
 import csv
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor, nn
-from tqdm import tqdm
 
 from attnlab._validate import check_float, check_int
 from attnlab.data.tasks import IGNORE, TASKS, TokenTask, make_task
@@ -307,41 +306,3 @@ def read_results(path: str | os.PathLike) -> list[dict[str, str]]:
         path.write_text(text, encoding="utf-8")
     reader = csv.DictReader(text.splitlines())
     return [row for row in reader if all(row.get(c) not in (None, "") for c in COLUMNS)]
-
-
-def run_grid(
-    configs: Iterable[RunConfig],
-    out_csv: str | os.PathLike,
-    *,
-    progress: bool = True,
-    runner: Callable[[RunConfig], dict[str, str]] = run_one,
-    deadline: float | None = None,
-) -> list[dict[str, str]]:
-    """Run every configuration that ``out_csv`` does not hold yet; append one row per run.
-
-    Each finished run is appended (and flushed to disk) at once, so an interrupted grid loses
-    at most the run in progress; calling again with the same configurations skips the
-    finished ones. With ``deadline`` (a ``time.monotonic()`` value) no run starts after
-    it. Returns the finished rows of ``configs`` in their order.
-    """
-    configs = list(configs)
-    out_csv = Path(out_csv)
-    done = {tuple(row[c] for c in CONFIG_COLUMNS): row for row in read_results(out_csv)}
-    out_csv.parent.mkdir(parents=True, exist_ok=True)
-    if not out_csv.exists() or out_csv.stat().st_size == 0:
-        with out_csv.open("w", newline="", encoding="utf-8") as handle:
-            csv.writer(handle, lineterminator="\n").writerow(COLUMNS)
-    todo = [c for c in configs if c.key() not in done]
-    bar = tqdm(todo, desc="study", unit="run", disable=not progress)
-    for config in bar:
-        if deadline is not None and time.monotonic() > deadline:
-            break
-        bar.set_postfix_str(f"{config.task}/{config.attention}/{config.positions}/{config.seed}")
-        row = runner(config)
-        with out_csv.open("a", newline="", encoding="utf-8") as handle:
-            csv.DictWriter(handle, COLUMNS, lineterminator="\n").writerow(row)
-            handle.flush()
-            os.fsync(handle.fileno())
-        done[config.key()] = row
-    bar.close()
-    return [done[c.key()] for c in configs if c.key() in done]

@@ -1,0 +1,197 @@
+"""The grid on Dask distributed: one writer of the CSV, workers that die, a second driver.
+
+Every cluster here is a ``LocalCluster`` on 127.0.0.1 started by :func:`dask_executor` and
+closed when its ``with`` block ends; each test is bounded by an alarm, so a hang fails the
+test instead of the suite.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import cloudpickle
+import pytest
+
+from attnlab.study import RunConfig, read_results, run_one
+from attnlab.study.__main__ import main
+from attnlab.study.engine import (
+    FAILURE_COLUMNS,
+    FAILURES_NAME,
+    DriverLock,
+    GridLocked,
+    dask_executor,
+    run_grid,
+)
+
+pytest.importorskip("distributed")
+# The runners below are defined in this test module, which Dask's worker processes cannot
+# import: send them by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(autouse=True)
+def bounded_in_time():
+    """Fail a test (instead of hanging the suite) if it takes more than two minutes."""
+
+    def stop(signum, frame):
+        raise TimeoutError("test took more than 120 s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(120)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def _tiny(seed: int, attention: str = "sdpa") -> RunConfig:
+    return RunConfig(
+        task="shift", attention=attention, positions="abs", seed=seed, steps=4, batch_size=8,
+        lr=3e-3, d=8, h=2, layers=1,
+    )  # fmt: skip
+
+
+def _stored(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _slow_run(config: RunConfig, markers: str) -> dict[str, str]:
+    """Leave a marker naming this worker's pid, then train slowly (time to be killed)."""
+    Path(markers, f"{config.seed}-{time.monotonic_ns()}").write_text(str(os.getpid()))
+    time.sleep(2.0)
+    return run_one(config, chunk=4)
+
+
+def _suicide(config: RunConfig) -> dict[str, str]:
+    """A run that kills its own worker process whenever it is tried (seed 1 only)."""
+    if config.seed == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return run_one(config, chunk=4)
+
+
+def test_a_two_worker_cluster_gives_the_rows_of_a_run_in_this_process(tmp_path):
+    configs = [_tiny(seed) for seed in range(4)]
+    here = run_grid(configs, tmp_path / "here" / "results.csv", progress=False,
+                    runner=functools.partial(run_one, chunk=4))  # fmt: skip
+    with dask_executor(workers=2) as executor:
+        there = run_grid(
+            configs, tmp_path / "dask" / "results.csv", progress=False, executor=executor,
+            runner=functools.partial(run_one, chunk=4), in_flight=4,
+        )  # fmt: skip
+    assert [r["seed"] for r in there] == ["0", "1", "2", "3"]
+    # One thread per worker and the same seeds: the same training, bit for bit.
+    for a, b in zip(here, there, strict=True):
+        assert (a["test_accuracy"], a["curve"]) == (b["test_accuracy"], b["curve"])
+    assert len(_stored(tmp_path / "dask" / "results.csv")) == 4
+
+
+def test_a_worker_killed_inside_a_run_loses_no_row_and_writes_none_twice(tmp_path):
+    from distributed import default_client
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    configs = [_tiny(seed) for seed in range(4)]
+    killed: list[int] = []
+
+    def kill_the_first_runner() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            found = sorted(markers.iterdir())
+            if found:
+                pid = int(found[0].read_text())
+                assert pid in default_client().run(os.getpid).values()
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            time.sleep(0.05)
+
+    with dask_executor(workers=2) as executor:
+        killer = threading.Thread(target=kill_the_first_runner, daemon=True)
+        killer.start()
+        rows = run_grid(
+            configs, tmp_path / "results.csv", progress=False, executor=executor,
+            runner=functools.partial(_slow_run, markers=str(markers)), in_flight=4,
+        )  # fmt: skip
+        killer.join(timeout=5)
+    assert killed, "no worker was killed: the test did not test anything"
+    stored = _stored(tmp_path / "results.csv")
+    assert sorted(r["seed"] for r in stored) == ["0", "1", "2", "3"], "every row exactly once"
+    assert [r["seed"] for r in rows] == ["0", "1", "2", "3"]
+    assert len(list(markers.iterdir())) >= 5, "the killed run was started again elsewhere"
+    assert not (tmp_path / FAILURES_NAME).exists()
+
+
+def test_a_run_that_kills_its_worker_three_times_becomes_a_failure_row(tmp_path):
+    configs = [_tiny(0), _tiny(1), _tiny(2)]
+    with dask_executor(workers=2) as executor:
+        rows = run_grid(configs, tmp_path / "results.csv", progress=False, executor=executor,
+                        runner=_suicide, in_flight=3)  # fmt: skip
+    assert [r["seed"] for r in rows] == ["0", "2"]
+    failures = _stored(tmp_path / FAILURES_NAME)
+    assert len(failures) == 1 and tuple(failures[0]) == FAILURE_COLUMNS
+    assert failures[0]["seed"] == "1" and failures[0]["error"] == "KilledWorker"
+    assert sorted(r["seed"] for r in read_results(tmp_path / "results.csv")) == ["0", "2"]
+
+
+def test_a_second_driver_on_the_same_folder_is_refused(tmp_path):
+    run_grid([_tiny(0)], tmp_path / "results.csv", progress=False,
+             runner=functools.partial(run_one, chunk=4))  # fmt: skip
+    before = (tmp_path / "results.csv").read_bytes()
+    with DriverLock(tmp_path):
+        with pytest.raises(GridLocked, match=f"pid {os.getpid()}"):
+            run_grid([_tiny(1)], tmp_path / "results.csv", progress=False)
+    assert (tmp_path / "results.csv").read_bytes() == before
+    with DriverLock(tmp_path):  # released on leaving: a later driver may run
+        pass
+
+
+def test_the_command_refuses_a_second_driver_in_one_line(tmp_path, capsys):
+    with DriverLock(tmp_path):
+        with pytest.raises(SystemExit) as stop:
+            main(["--grid", "reduced", "--out", str(tmp_path), "--workers", "0",
+                  "--timing-rounds", "0"])  # fmt: skip
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "another driver is running a grid" in err
+    assert not (tmp_path / "results.csv").exists()
+
+
+def test_the_command_runs_a_grid_on_a_local_cluster(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("attnlab.study.__main__.grid", lambda name: [_tiny(0), _tiny(1)])
+    main(["--grid", "reduced", "--out", str(tmp_path), "--workers", "2", "--timing-rounds", "0"])
+    out = capsys.readouterr().out
+    assert "running on a local Dask cluster of 2 worker(s)" in out
+    assert sorted(r["seed"] for r in read_results(tmp_path / "results.csv")) == ["0", "1"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--workers", "-1"], "--workers must be a non-negative integer"),
+    (["--workers", "100000"], "--workers must be at most"),
+    (["--workers", "two"], "invalid int value"),
+    (["--scheduler", " "], "--scheduler must be an address"),
+])  # fmt: skip
+def test_bad_engine_arguments_are_one_line_errors(tmp_path, capsys, args, message):
+    with pytest.raises(SystemExit) as stop:
+        main(["--grid", "reduced", "--out", str(tmp_path), *args])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and message in err
+
+
+def test_an_unreachable_scheduler_is_a_value_error():
+    with pytest.raises(ValueError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
+        with dask_executor(scheduler="tcp://127.0.0.1:9", timeout=2):
+            pass
+
+
+@pytest.mark.parametrize("workers", [0, -2, 1.5, True, "2"])
+def test_dask_executor_refuses_a_bad_worker_count(workers):
+    with pytest.raises(ValueError, match="workers must be a positive integer"):
+        with dask_executor(workers=workers):
+            pass
