@@ -76,22 +76,6 @@ def _suicide(config: RunConfig) -> dict[str, str]:
     return run_one(config, chunk=4)
 
 
-def test_a_two_worker_cluster_gives_the_rows_of_a_run_in_this_process(tmp_path):
-    configs = [_tiny(seed) for seed in range(4)]
-    here = run_grid(configs, tmp_path / "here" / "results.csv", progress=False,
-                    runner=functools.partial(run_one, chunk=4))  # fmt: skip
-    with dask_executor(workers=2) as executor:
-        there = run_grid(
-            configs, tmp_path / "dask" / "results.csv", progress=False, executor=executor,
-            runner=functools.partial(run_one, chunk=4), in_flight=4,
-        )  # fmt: skip
-    assert [r["seed"] for r in there] == ["0", "1", "2", "3"]
-    # One thread per worker and the same seeds: the same training, bit for bit.
-    for a, b in zip(here, there, strict=True):
-        assert (a["test_accuracy"], a["curve"]) == (b["test_accuracy"], b["curve"])
-    assert len(_stored(tmp_path / "dask" / "results.csv")) == 4
-
-
 def test_a_worker_killed_inside_a_run_loses_no_row_and_writes_none_twice(tmp_path):
     from distributed import default_client
 
@@ -162,11 +146,34 @@ def test_the_command_refuses_a_second_driver_in_one_line(tmp_path, capsys):
     assert not (tmp_path / "results.csv").exists()
 
 
-def test_the_command_runs_a_grid_on_a_local_cluster(tmp_path, monkeypatch, capsys):
+def test_the_command_runs_a_grid_on_a_local_cluster_as_this_process_would(
+    tmp_path, monkeypatch, capsys
+):
+    configs = [_tiny(seed) for seed in range(4)]
+    here = run_grid(configs, tmp_path / "here" / "results.csv", progress=False,
+                    runner=functools.partial(run_one, device="cpu"))  # fmt: skip
+    monkeypatch.setattr("attnlab.study.__main__.grid", lambda name: configs)
+    out = tmp_path / "dask"
+    main(["--grid", "reduced", "--out", str(out), "--workers", "2", "--timing-rounds", "0"])
+    assert "running on a local Dask cluster of 2 worker(s)" in capsys.readouterr().out
+    there = read_results(out / "results.csv")
+    assert sorted(r["seed"] for r in there) == ["0", "1", "2", "3"]
+    # One torch thread per worker and the same seeds: the same training, bit for bit.
+    there = sorted(there, key=lambda r: int(r["seed"]))
+    for a, b in zip(here, there, strict=True):
+        assert (a["test_accuracy"], a["curve"]) == (b["test_accuracy"], b["curve"])
+
+
+def test_the_command_runs_a_grid_on_a_given_scheduler(tmp_path, monkeypatch, capsys):
+    from distributed import LocalCluster
+
     monkeypatch.setattr("attnlab.study.__main__.grid", lambda name: [_tiny(0), _tiny(1)])
-    main(["--grid", "reduced", "--out", str(tmp_path), "--workers", "2", "--timing-rounds", "0"])
-    out = capsys.readouterr().out
-    assert "running on a local Dask cluster of 2 worker(s)" in out
+    with LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1",
+                      dashboard_address=None) as cluster:  # fmt: skip
+        address = cluster.scheduler_address
+        main(["--grid", "reduced", "--out", str(tmp_path), "--scheduler", address,
+              "--timing-rounds", "0"])  # fmt: skip
+    assert f"running on {address}" in capsys.readouterr().out
     assert sorted(r["seed"] for r in read_results(tmp_path / "results.csv")) == ["0", "1"]
 
 
