@@ -18,6 +18,7 @@ from pathlib import Path
 
 import cloudpickle
 import pytest
+import torch
 
 from attnlab.study import RunConfig, read_results, run_one
 from attnlab.study.__main__ import main
@@ -150,6 +151,7 @@ def test_the_command_runs_a_grid_on_a_local_cluster_as_this_process_would(
     tmp_path, monkeypatch, capsys
 ):
     configs = [_tiny(seed) for seed in range(4)]
+    torch.set_num_threads(1)  # as each worker runs (and as the command sets with --threads 1)
     here = run_grid(configs, tmp_path / "here" / "results.csv", progress=False,
                     runner=functools.partial(run_one, device="cpu"))  # fmt: skip
     monkeypatch.setattr("attnlab.study.__main__.grid", lambda name: configs)
