@@ -51,6 +51,12 @@ def _notebooks(source: Path) -> list[Path]:
     )
     if not found:
         raise ValueError(f"no notebook (.ipynb) under {source}")
+    # A notebook inside a folder named like one would be written below a folder that Jupyter
+    # lists as a notebook (an empty such folder is just skipped, as any folder).
+    for path in found:
+        folders = [source.name, *path.relative_to(source).parts[:-1]]
+        if any(part.endswith(".ipynb") for part in folders):
+            raise ValueError(f"{path.parent} is a folder named like a notebook: rename it")
     return found
 
 
@@ -110,6 +116,8 @@ def assign(source: Path, out: Path, *, force: bool = False) -> list[Path]:
     root = source if source.is_dir() else source.parent
     if is_inside(out, root):
         raise ValueError(f"--out {out} is inside the source folder {root}: choose another folder")
+    if out.suffix == ".ipynb":
+        raise ValueError(f"--out names a folder, but {out} is named like a notebook file")
     blocker = out if out.exists() and not out.is_dir() else file_in_the_way(out)
     if blocker is not None:
         raise ValueError(f"--out must be a folder, but {blocker} is a file")

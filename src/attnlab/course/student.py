@@ -22,14 +22,13 @@ student answers.
 
 from __future__ import annotations
 
-import ast
 import copy
-import io
 import re
-import tokenize
 from dataclasses import dataclass, field
 
 import nbformat
+
+from attnlab.course.stubs import STUB_COMMENT, STUB_RAISE, stub_source
 
 __all__ = [
     "SOLUTION_TAG",
@@ -45,10 +44,9 @@ __all__ = [
 
 SOLUTION_TAG = "solution"
 ANSWER_TAG = "answer"
-STUB_COMMENT = "# YOUR CODE HERE"
-STUB_RAISE = "raise NotImplementedError"
 
-_DIRECTIVE = re.compile(r"^ {0,3}(?P<fence>`{3,}|:{3,})\s*\{(?P<name>[\w-]+)\}\s*(?P<arg>.*)$")
+# Any indentation: a directive may sit inside a list item (a solution there must go too).
+_DIRECTIVE = re.compile(r"^\s*(?P<fence>`{3,}|:{3,})\s*\{(?P<name>[\w-]+)\}\s*(?P<arg>.*)$")
 _LABEL = re.compile(r"^\s*:label:\s*(?P<label>\S+)\s*$")
 _CHECK_CALL = re.compile(r"\bcheck\(\s*(?P<quote>['\"])(?P<id>\d{2}\.\d+)(?P=quote)")
 
@@ -60,145 +58,10 @@ _NOTE = (
 )
 
 
-# ---- code cells -----------------------------------------------------------------------------
-def _python_view(source: str) -> str:
-    """``source`` with IPython magics turned into Python (same lines where possible)."""
-    try:
-        from IPython.core.inputtransformer2 import TransformerManager
-    except ImportError:  # pragma: no cover - IPython comes with every Jupyter install
-        return source
-    return TransformerManager().transform_cell(source)
-
-
-def _header_end(lines: list[str], def_line: int) -> tuple[int, int]:
-    """(line, column), 1-based line, of the ``:`` that ends the ``def``/``class`` header."""
-    text = "\n".join(lines[def_line - 1 :]) + "\n"
-    depth = 0
-    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-        if tok.type != tokenize.OP:
-            continue
-        if tok.string in "([{":
-            depth += 1
-        elif tok.string in ")]}":
-            depth -= 1
-        elif tok.string == ":" and depth == 0:
-            return def_line + tok.start[0] - 1, tok.start[1]
-    raise ValueError(f"no ':' ends the header on line {def_line}")  # pragma: no cover
-
-
-def _docstring_node(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> ast.Expr | None:
-    first = node.body[0]
-    if (
-        isinstance(first, ast.Expr)
-        and isinstance(first.value, ast.Constant)
-        and isinstance(first.value.value, str)
-    ):
-        return first
-    return None
-
-
-def _header_and_docstring(
-    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, lines: list[str]
-) -> tuple[list[str], str]:
-    """The source lines of decorators, header and docstring of ``node``, and the body indent."""
-    start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-    colon_line, colon_col = _header_end(lines, node.lineno)
-    kept = lines[start - 1 : colon_line - 1] + [lines[colon_line - 1][: colon_col + 1]]
-    body_indent = " " * (node.col_offset + 4)
-    doc = _docstring_node(node)
-    if doc is not None and doc.lineno > colon_line:
-        kept += lines[doc.lineno - 1 : doc.end_lineno]
-        body_indent = " " * doc.col_offset
-    elif node.body[0].lineno > colon_line:
-        body_indent = " " * node.body[0].col_offset
-    return kept, body_indent
-
-
-def _stub_function(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str]) -> list[str]:
-    kept, indent = _header_and_docstring(node, lines)
-    return kept + [indent + STUB_COMMENT, indent + STUB_RAISE]
-
-
-def _stub_class(node: ast.ClassDef, lines: list[str]) -> list[str]:
-    kept, indent = _header_and_docstring(node, lines)
-    members: list[list[str]] = []
-    for child in node.body:
-        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-            members.append(_stub_function(child, lines))
-        elif isinstance(child, ast.ClassDef):
-            members.append(_stub_class(child, lines))
-    if not members:
-        return kept + [indent + STUB_COMMENT, indent + "pass"]
-    for member in members:
-        kept += [""] + member if kept[-1].strip() else member
-    return kept
-
-
-def _assigned_names(node: ast.stmt) -> list[str]:
-    targets: list[ast.expr] = []
-    if isinstance(node, ast.Assign):
-        targets = list(node.targets)
-    elif isinstance(node, ast.AnnAssign | ast.AugAssign):
-        targets = [node.target]
-    names: list[str] = []
-    for target in targets:
-        names += [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
-    return names
-
-
-def stub_source(source: str) -> str:
-    """The student's stub for the source of one solution cell.
-
-    Imports stay; each top-level function keeps its decorators, signature and docstring and
-    gets the body ``# YOUR CODE HERE`` / ``raise NotImplementedError``; each class keeps its
-    header and docstring and gets stubs of its methods. Everything else goes. A cell that
-    defines no function or class becomes the stub alone, naming the variables the solution
-    assigned, so the student knows what to define.
-
-    Examples
-    --------
-    >>> print(stub_source('def double(x: float) -> float:\\n    \"\"\"Twice x.\"\"\"\\n'
-    ...                   '    return 2 * x\\n\\nprint(double(3))'))
-    def double(x: float) -> float:
-        \"\"\"Twice x.\"\"\"
-        # YOUR CODE HERE
-        raise NotImplementedError
-    >>> print(stub_source("import numpy as np\\nanswer = np.sqrt(2)"))
-    import numpy as np
-    <BLANKLINE>
-    # YOUR CODE HERE (define: answer)
-    raise NotImplementedError
-    """
-    try:
-        tree = ast.parse(_python_view(source))
-    except SyntaxError:
-        tree = ast.Module(body=[], type_ignores=[])
-    lines = source.splitlines()
-    imports: list[str] = []
-    definitions: list[list[str]] = []
-    names: list[str] = []
-    for node in tree.body:
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            imports += lines[node.lineno - 1 : node.end_lineno]
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            definitions.append(_stub_function(node, lines))
-        elif isinstance(node, ast.ClassDef):
-            definitions.append(_stub_class(node, lines))
-        else:
-            names += [n for n in _assigned_names(node) if n not in names]
-    if not definitions:
-        comment = STUB_COMMENT + (f" (define: {', '.join(names)})" if names else "")
-        definitions.append([comment, STUB_RAISE])
-    blocks = ["\n".join(imports)] if imports else []
-    blocks += ["\n".join(d) for d in definitions]
-    separator = "\n\n\n" if len(definitions) > 1 else "\n\n"
-    return separator.join(blocks)
-
-
 # ---- markdown cells -------------------------------------------------------------------------
 def _closing_fence(lines: list[str], start: int, fence: str) -> int:
     """Index of the line closing the fence opened on ``lines[start]`` (last line if none)."""
-    closing = re.compile(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}\s*$")
+    closing = re.compile(rf"^\s*{re.escape(fence[0])}{{{len(fence)},}}\s*$")
     for i in range(start + 1, len(lines)):
         if closing.match(lines[i]):
             return i
