@@ -186,3 +186,33 @@ def used_before_explained(stem: str) -> list[str]:
 def test_packed_library_internals_are_explained_before_use(stem):
     """Issue 14: chapter 03 used ``in_proj_weight`` two chapters before chapter 05 explained it."""
     assert not used_before_explained(stem), f"{stem}: explain {used_before_explained(stem)} first"
+
+
+#: A sentence about what PyTorch returns for a query whose keys are all masked.
+FULLY_MASKED = re.compile(r"fully[- ]masked|all masked|attend to nothing", re.I)
+
+
+def unversioned_safe_softmax_claims(stem: str) -> list[int]:
+    """Markdown cells that say PyTorch returns zeros for a fully masked query without naming 2.5.
+
+    ``F.scaled_dot_product_attention`` returns zeros there only since PyTorch 2.5 (pull requests
+    131060 and 133882); before, it returned NaN. Issue 26 found the claim attributed to the pinned
+    version (2.13) as if earlier versions had differed only recently, and stated with no version.
+    """
+    nb = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
+    bad = []
+    for index, cell in enumerate(nb["cells"]):
+        text = "".join(cell["source"])
+        if cell["cell_type"] != "markdown" or "PyTorch" not in text:
+            continue
+        if FULLY_MASKED.search(text) and re.search(r"\bzeros?\b", text) and "2.5" not in text:
+            bad.append(index)
+    return bad
+
+
+@pytest.mark.parametrize("stem", CHAPTERS)
+def test_safe_softmax_claims_name_the_version(stem):
+    assert not unversioned_safe_softmax_claims(stem), (
+        f"{stem}: markdown cells {unversioned_safe_softmax_claims(stem)} say PyTorch gives zeros for"
+        " a fully masked query without saying 'since 2.5'"
+    )
