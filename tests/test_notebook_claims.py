@@ -250,3 +250,23 @@ def test_the_bibliography_does_not_lean_on_file_numbers():
     """The bibliography used to describe two sources only as "source document 000 of this book"."""
     bib = (ROOT / "book" / "references.bib").read_text(encoding="utf-8")
     assert "source document" not in bib
+
+
+def first_cell(cells: list[dict], kind: str, pattern: str) -> int:
+    """Index of the first cell of ``kind`` whose source matches ``pattern`` (len(cells) if none)."""
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] == kind and re.search(pattern, "".join(cell["source"])):
+            return index
+    return len(cells)
+
+
+def test_chapter_01_defines_attention_before_using_it():
+    """Issue 26: chapter 01 called ``softmax`` and showed the attention cost table before either
+    was introduced; both now come after the prose that defines them."""
+    nb = json.loads((ROOT / "notebooks" / "01_local_context.ipynb").read_text(encoding="utf-8"))
+    cells = nb["cells"]
+    defined = first_cell(cells, "markdown", r"\*\*softmax\*\*")
+    assert first_cell(cells, "code", r"(?<![.\w])softmax\(") > defined
+    learned = first_cell(cells, "markdown", r"\(sec-01-learned\)=")
+    table = first_cell(cells, "markdown", r"\|\s*self-attention \(restricted\)")
+    assert learned < table < len(cells)
