@@ -186,3 +186,87 @@ def used_before_explained(stem: str) -> list[str]:
 def test_packed_library_internals_are_explained_before_use(stem):
     """Issue 14: chapter 03 used ``in_proj_weight`` two chapters before chapter 05 explained it."""
     assert not used_before_explained(stem), f"{stem}: explain {used_before_explained(stem)} first"
+
+
+#: A sentence about what PyTorch returns for a query whose keys are all masked.
+FULLY_MASKED = re.compile(r"fully[- ]masked|all masked|attend to nothing", re.I)
+
+
+def unversioned_safe_softmax_claims(stem: str) -> list[int]:
+    """Markdown cells that say PyTorch returns zeros for a fully masked query without naming 2.5.
+
+    ``F.scaled_dot_product_attention`` returns zeros there only since PyTorch 2.5 (pull requests
+    131060 and 133882); before, it returned NaN. Issue 26 found the claim attributed to the pinned
+    version (2.13) as if earlier versions had differed only recently, and stated with no version.
+    """
+    nb = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
+    bad = []
+    for index, cell in enumerate(nb["cells"]):
+        text = "".join(cell["source"])
+        if cell["cell_type"] != "markdown" or "PyTorch" not in text:
+            continue
+        if FULLY_MASKED.search(text) and re.search(r"\bzeros?\b", text) and "2.5" not in text:
+            bad.append(index)
+    return bad
+
+
+@pytest.mark.parametrize("stem", CHAPTERS)
+def test_safe_softmax_claims_name_the_version(stem):
+    bad = unversioned_safe_softmax_claims(stem)
+    assert not bad, f"{stem}: cells {bad} give PyTorch's zeros for masked rows without 'since 2.5'"
+
+
+#: Boxes that correct a source the reader cannot consult (the lecture notes 000, the article 002).
+UNARCHIVED_ERRATUM = re.compile(r"^\((err-00[02]-[\w-]+)\)=", re.M)
+QUOTATION = re.compile(r'"[^"\n]*(?:\n[^"\n]*)?\b\w+\b[^"]*"')
+
+
+def unquoted_corrections(stem: str) -> list[str]:
+    """Labels of erratum boxes about an unarchived source that correct it without quoting it.
+
+    Issue 26: "Where the source is loose" boxes argued with lecture notes the reader cannot see.
+    A box that calls the source loose must quote (in double quotes) what it corrects.
+    """
+    nb = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
+    bad = []
+    for cell in nb["cells"]:
+        text = "".join(cell["source"])
+        label = UNARCHIVED_ERRATUM.search(text)
+        if cell["cell_type"] != "markdown" or not label:
+            continue
+        after = text[label.end() :]  # the box, not the prose before its label
+        if "loose" in after and not QUOTATION.search(after):
+            bad.append(label.group(1))
+    return bad
+
+
+@pytest.mark.parametrize("stem", CHAPTERS)
+def test_corrections_of_unarchived_sources_quote_them(stem):
+    bad = unquoted_corrections(stem)
+    assert not bad, f"{stem}: quote what {bad} corrects"
+
+
+def test_the_bibliography_does_not_lean_on_file_numbers():
+    """The bibliography used to describe two sources only as "source document 000 of this book"."""
+    bib = (ROOT / "book" / "references.bib").read_text(encoding="utf-8")
+    assert "source document" not in bib
+
+
+def first_cell(cells: list[dict], kind: str, pattern: str) -> int:
+    """Index of the first cell of ``kind`` whose source matches ``pattern`` (len(cells) if none)."""
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] == kind and re.search(pattern, "".join(cell["source"])):
+            return index
+    return len(cells)
+
+
+def test_chapter_01_defines_attention_before_using_it():
+    """Issue 26: chapter 01 called ``softmax`` and showed the attention cost table before either
+    was introduced; both now come after the prose that defines them."""
+    nb = json.loads((ROOT / "notebooks" / "01_local_context.ipynb").read_text(encoding="utf-8"))
+    cells = nb["cells"]
+    defined = first_cell(cells, "markdown", r"\*\*softmax\*\*")
+    assert first_cell(cells, "code", r"(?<![.\w])softmax\(") > defined
+    learned = first_cell(cells, "markdown", r"\(sec-01-learned\)=")
+    table = first_cell(cells, "markdown", r"\|\s*self-attention \(restricted\)")
+    assert learned < table < len(cells)
