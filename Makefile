@@ -28,7 +28,7 @@ NBVAL_OPTS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.c
 BOOK_OPTS  := -W -n --keep-going
 
 .PHONY: help setup book pdf test lint unit nbval pdf-check book-strict browser lab execute bench \
-        study clean
+        student study clean
 
 help:
 	@echo "make book   set up .venv, then build the HTML book into _build/html"
@@ -40,6 +40,7 @@ help:
 	@echo "make setup  only create .venv; TORCH_INDEX=cpu takes PyTorch's CPU-only wheel (README)"
 	@echo "make execute NB=notebooks/NN_topic.ipynb  re-run one notebook and store its outputs"
 	@echo "make bench  run the benchmarks and rewrite the tables of book/performance.md"
+	@echo "make student  rewrite the student editions in student/ from the chapters"
 	@echo "make study  run the full grid of chapter 10's study into book/study/ (resumable)"
 	@echo "make clean  remove _build, _extra and caches (keeps .venv)"
 
@@ -160,6 +161,11 @@ execute: setup
 
 bench: setup
 	$(PY) benchmarks/run.py
+
+# The student editions the book links to (Colab and Binder open them from the repository);
+# tests/test_student_editions.py fails when they are stale.
+student: setup
+	$(PY) -m attnlab.assign notebooks/ --out student/ --force
 
 # The full grid of chapter 10's study (940 runs, about 2 hours of training on 2 cores); resumes
 # from its CSV. Add --max-minutes M to stop starting runs after M minutes, --device cuda for a GPU.

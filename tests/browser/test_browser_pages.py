@@ -186,6 +186,36 @@ def test_launch_and_download_buttons(visit, notebook_page: str, base_url: str, b
     assert json.loads(response.body())["cells"], "the downloaded notebook has no cells"
 
 
+def test_student_edition_buttons(visit, notebook_page: str, base_url: str, browser_context):
+    """Each chapter page links to its student edition on Colab, on Binder and as a download;
+    the download is the stub notebook (no solution, a note on how to submit it)."""
+    if notebook_page.startswith("<"):
+        pytest.skip("no notebook page in the built site yet")
+    if not notebook_page.startswith("notebooks/"):
+        pytest.skip("not a chapter")
+    seen = visit(notebook_page)
+    branch = CONFIG["repository"].get("branch", "main")
+    edition = "student/" + notebook_page.split("/", 1)[1].removesuffix(".html") + ".ipynb"
+    assert (BOOK_ROOT / edition).is_file(), f"no committed {edition} (make student)"
+    hrefs = [link["href"] for link in seen.links]
+    colab = CONFIG["launch_buttons"]["colab_url"].rstrip("/")
+    binder = CONFIG["launch_buttons"]["binderhub_url"].rstrip("/")
+    colab_url = f"{colab}/github/{_repo_slug()}/blob/{branch}/{edition}"
+    assert colab_url in hrefs, f"{notebook_page}: no student-edition Colab link {colab_url}"
+    assert any(
+        h.startswith(f"{binder}/v2/gh/{_repo_slug()}/{branch}") and h.endswith(edition)
+        for h in hrefs
+    ), f"{notebook_page}: no student-edition Binder link"
+    downloads = [h for h in hrefs if is_loopback(h) and h.endswith(edition)]
+    assert downloads, f"{notebook_page}: no download of {edition}"
+    response = browser_context.request.get(urljoin(base_url, urlsplit(downloads[0]).path))
+    assert response.ok, f"{notebook_page}: {edition} gives HTTP {response.status}"
+    cells = json.loads(response.body())["cells"]
+    note = "".join(next(c["source"] for c in cells if c.get("id") == "attnlab-student-note"))
+    assert "How to submit" in note
+    assert not any("solution" in c.get("metadata", {}).get("tags", []) for c in cells)
+
+
 # ---- search -------------------------------------------------------------------------------------
 def test_search_finds_softmax(site: Path, base_url: str, browser_context) -> None:
     tab = browser_context.new_page()

@@ -82,7 +82,7 @@ def _student_versions(paths: list[Path]) -> list[nbformat.NotebookNode]:
     versions = []
     for path in paths:
         try:
-            versions.append(student_version(read_notebook(path)))
+            versions.append(student_version(read_notebook(path), filename=path.name))
         except ValueError as error:
             message = str(error)
             prefixed = message if message.startswith(str(path)) else f"{path}: {message}"

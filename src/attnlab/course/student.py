@@ -56,6 +56,14 @@ _NOTE = (
     "`check(...)` and tells you whether your answer behaves like the reference on fresh "
     "random cases (and, if not, on which input it differs)."
 )
+_SUBMIT = (
+    "\n\n**How to submit.** Hand in this notebook as `{name}`, the name the grader looks "
+    "for (a copy your browser renamed, such as `{stem} (1).ipynb`, is still matched to this "
+    "assignment but flagged). The grader runs the notebook from top to bottom in a fresh "
+    "kernel and then calls the functions the exercises name on inputs of its own, so keep "
+    "their names and signatures, and check that *Run All* works; deleting or editing a "
+    "`check(...)` cell changes nothing, and neither do files the notebook writes."
+)
 
 
 # ---- markdown cells -------------------------------------------------------------------------
@@ -104,8 +112,13 @@ def _clear(cell: nbformat.NotebookNode) -> None:
     cell.metadata.pop("execution", None)
 
 
-def student_version(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+def student_version(
+    nb: nbformat.NotebookNode, filename: str | None = None
+) -> nbformat.NotebookNode:
     """A student copy of ``nb``: solutions stubbed, solution prose removed, outputs cleared.
+
+    A note after the title says how to work in it; given the notebook's ``filename``, it
+    also says how to submit it and under which name.
 
     Raises
     ------
@@ -143,9 +156,10 @@ def student_version(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
             f"cell {opened_at} opens a solution-start block that no solution-end closes"
         )
     _check_exercises(nb)
-    note = nbformat.v4.new_markdown_cell(
-        _NOTE.format(comment=STUB_COMMENT, raise_=STUB_RAISE), id="attnlab-student-note"
-    )
+    text = _NOTE.format(comment=STUB_COMMENT, raise_=STUB_RAISE)
+    if filename is not None:
+        text += _SUBMIT.format(name=filename, stem=filename.removesuffix(".ipynb"))
+    note = nbformat.v4.new_markdown_cell(text, id="attnlab-student-note")
     if (student.nbformat, student.nbformat_minor) < (4, 5):  # cell ids came with nbformat 4.5
         del note["id"]
     first_is_title = bool(cells) and cells[0].cell_type == "markdown"

@@ -1,6 +1,6 @@
 """Where a grid's runs execute: in this process, on a local Dask cluster, or on a given one.
 
-A grid is a list of independent runs, so any :class:`concurrent.futures.Executor` can run
+A grid is a list of independent runs, so any ``concurrent.futures.Executor`` can run
 it: :func:`attnlab.study.run_grid` submits one run per configuration and, as each finishes,
 appends its row to ``results.csv`` itself. The driver (the process that calls ``run_grid``)
 is the only writer of that file, whatever executes the runs, and it holds
@@ -195,10 +195,11 @@ def run_grid(
     """Run every configuration that ``out_csv`` does not hold yet; append one row per run.
 
     Without ``executor`` the runs execute one after another in this process, and an
-    exception in a run propagates. With one (any :class:`concurrent.futures.Executor`;
+    exception in a run propagates. With one (any ``concurrent.futures.Executor``;
     :func:`dask_executor` gives a Dask cluster's) up to ``in_flight`` runs are submitted at a
-    time, each through :func:`in_worker`, so ``runner`` must be picklable (a module-level
-    function or a ``functools.partial`` of one); a run that raises, or whose worker died
+    time, each through :func:`~attnlab.study.engine.in_worker`, so ``runner`` must be
+    picklable (a module-level function or a ``functools.partial`` of one); a run that
+    raises, or whose worker died
     three times, is appended to ``failures.csv`` beside ``out_csv`` and tried again on the
     next call. Either way this process alone writes ``out_csv``, one complete row per
     finished run, flushed to disk at once, so an interrupted grid loses at most the runs in
