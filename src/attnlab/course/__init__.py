@@ -6,4 +6,6 @@
 * :mod:`attnlab.course.sandbox` — bubblewrap isolation and resource limits;
 * :mod:`attnlab.course.runner` — the notebook runner that executes inside the sandbox;
 * :mod:`attnlab.course.grade` — the grader behind ``python -m attnlab.grade``.
+* :mod:`attnlab.course.markup` — the notebooks' plain-Markdown exercise markup, and the
+  sphinx-exercise directives the book makes of it.
 """
