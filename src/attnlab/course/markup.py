@@ -219,7 +219,9 @@ def _fence_for(body: str) -> str:
 def _exercise_directive(block: Block, text: str) -> str:
     body = EXERCISE_HEAD.sub("", text.lstrip("\n"), count=1).strip("\n")
     if not body.strip():
-        raise MarkupError(f"exercise {block.exercise_id} has a heading and no text")
+        raise MarkupError(
+            f"cell {block.cells[0]}: exercise {block.exercise_id} has a heading and no text"
+        )
     fence = _fence_for(body)
     return (
         f"{fence}{{exercise}} {block.exercise_id} · {block.title}\n"
