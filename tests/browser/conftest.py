@@ -176,6 +176,7 @@ class Visit:
     page_overflow_px: int = 0
     scrolled_elements: list[str] = field(default_factory=list)
     solutions: list[dict[str, object]] = field(default_factory=list)
+    exercises: list[dict[str, object]] = field(default_factory=list)
     links: list[dict[str, str]] = field(default_factory=list)
     icons: list[str] = field(default_factory=list)
     local_paths: list[str] = field(default_factory=list)
@@ -245,9 +246,24 @@ async () => {
   // A page without <link rel="icon"> makes every browser ask for /favicon.ico, a 404.
   const icons = Array.from(document.querySelectorAll("link[rel~='icon']")).map((l) => l.href);
   const fullText = document.body.innerText;
-  return { fullText, icons, mathjax, images: images.length, broken, noAlt, maths: maths.length,
-           untypeset, mathErrors, text: texts.join(" "), emptyOutputs, sidebar, overflow, wide,
-           links };
+  // Exercises (sphinx-exercise admonitions): label, title, and what follows each one.
+  const exercises = Array.from(document.querySelectorAll("div.exercise")).map((el) => {
+    const next = el.nextElementSibling;
+    return {
+      id: el.id,
+      classes: el.className,
+      title: (el.querySelector(":scope > .admonition-title") || {}).innerText || "",
+      body: (el.querySelector(":scope > section") || {}).innerText || "",
+      untypeset: Array.from(el.querySelectorAll(".math"))
+                      .filter((m) => !m.querySelector("mjx-container")).length,
+      next: next ? next.className : "",
+      solutionFor: next && next.matches("div.solution")
+        ? (next.querySelector(".admonition-title a") || {}).getAttribute?.("href") || "" : "",
+    };
+  });
+  return { fullText, exercises, icons, mathjax, images: images.length, broken, noAlt,
+           maths: maths.length, untypeset, mathErrors, text: texts.join(" "), emptyOutputs,
+           sidebar, overflow, wide, links };
 }
 """
 
@@ -335,6 +351,7 @@ def visit(browser_context: object, base_url: str) -> Callable[[str], Visit]:
             seen.links = measured["links"]
             seen.icons = measured["icons"]
             seen.local_paths = find_local_paths(measured["fullText"])
+            seen.exercises = measured["exercises"]
             tab.screenshot(path=str(screenshot_path(page)), full_page=True)
             seen.solutions = _check_solutions(tab)
         finally:
