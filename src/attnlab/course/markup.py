@@ -164,7 +164,7 @@ def blocks_in(cells: list[dict[str, Any]]) -> Iterator[Block]:
             )
             raise MarkupError(
                 f"{_where(index, cell)} looks like an {loose['kind'].lower()} heading but is not "
-                f"'{form}' alone on the cell's first line"
+                f"'{form}' alone on the cell's first line (' · ' is U+00B7, a middle dot)"
             )
         if EXERCISE_TAG in tags or head:
             yield from close()
