@@ -271,7 +271,7 @@ def test_wrong_markup_is_refused_naming_the_cell(cells, message):
 
 def test_labels_follow_the_check_ids():
     assert label_for("05.2") == "ex-05-2"
-    assert label_for("A1.3") == "ex-a1-3"
+    assert label_for("A1.3") == "ex-A1-3"  # the case is kept, as the appendix writes it
 
 
 # ---- the conversion script -------------------------------------------------------------------

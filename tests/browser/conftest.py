@@ -249,10 +249,13 @@ async () => {
   // Exercises (sphinx-exercise admonitions): label, title, and what follows each one.
   const exercises = Array.from(document.querySelectorAll("div.exercise")).map((el) => {
     const next = el.nextElementSibling;
+    const title = el.querySelector(":scope > .admonition-title");
+    const titleCopy = title ? title.cloneNode(true) : document.createElement("p");
+    titleCopy.querySelectorAll(".math").forEach((m) => m.replaceWith("$math$"));
     return {
       id: el.id,
       classes: el.className,
-      title: (el.querySelector(":scope > .admonition-title") || {}).innerText || "",
+      title: titleCopy.textContent,  // each formula as "$math$"
       body: (el.querySelector(":scope > section") || {}).innerText || "",
       untypeset: Array.from(el.querySelectorAll(".math"))
                       .filter((m) => !m.querySelector("mjx-container")).length,

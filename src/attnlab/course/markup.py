@@ -86,8 +86,10 @@ def label_for(exercise_id: str) -> str:
     --------
     >>> label_for("05.1")
     'ex-05-1'
+    >>> label_for("A1.2")  # an appendix's exercise
+    'ex-A1-2'
     """
-    return "ex-" + exercise_id.replace(".", "-").lower()
+    return "ex-" + exercise_id.replace(".", "-")
 
 
 def cell_text(cell: dict[str, Any]) -> str:
