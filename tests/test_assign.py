@@ -26,6 +26,7 @@ from attnlab.assign import (
     stub_source,
     student_version,
 )
+from attnlab.course.markup import exercise_head
 from attnlab.exercises import check
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -211,7 +212,7 @@ def test_command_writes_students_versions_and_copies_other_files(tmp_path, capsy
     assert main([str(FIXTURES), "--out", str(out)]) == 0
     assert (out / "hw_checks.py").read_text() == (FIXTURES / "hw_checks.py").read_text()
     written = _read(out / "softmax_hw.ipynb")
-    assert written.cells == student_version(_read(REFERENCE)).cells
+    assert written.cells == student_version(_read(REFERENCE), filename=REFERENCE.name).cells
     assert "wrote 1 student notebook(s)" in capsys.readouterr().out
 
 
@@ -224,7 +225,7 @@ def test_command_refuses_a_non_empty_folder_without_force(tmp_path, capsys):
     assert "not empty" in capsys.readouterr().err
     assert work.read_text() == "a student's answers"
     assert main([str(REFERENCE), "--out", str(out), "--force"]) == 0
-    assert _read(work).cells == student_version(_read(REFERENCE)).cells
+    assert _read(work).cells == student_version(_read(REFERENCE), filename=REFERENCE.name).cells
 
 
 def test_command_refuses_to_write_into_the_source_folder(tmp_path):
@@ -302,6 +303,18 @@ def test_chapter_student_version_contains_no_solution(path):
     text = "\n".join(c.source for c in student.cells)
     assert "{solution" not in text
     assert all(c.get("outputs", []) == [] for c in student.cells)
+    # The plain markup (attnlab.course.markup): no solution heading, no solution prose cell.
+    assert "**Solution" not in text
+    assert not [c for c in student.cells if SOLUTION_TAG in c.metadata.get("tags", [])]
+    prose = [
+        c.source
+        for c in reference.cells
+        if c.cell_type == "markdown" and SOLUTION_TAG in c.metadata.get("tags", [])
+    ]
+    assert prose and not [p for p in prose if p in text]
+    assert [e.title for e in exercises_in(reference) if e.title] == [
+        " · ".join(b) for b in (exercise_head(c.source) for c in reference.cells) if b
+    ]
 
 
 def _imports_before(nb: nbformat.NotebookNode, stop: int) -> str:

@@ -3,8 +3,10 @@
 A chapter's prose is the text of its markdown cells, exercises and solutions included, without
 what a reader does not read as prose: display math ``$$...$$``, inline math ``$...$``, inline
 code and role targets (a backtick span), and the lines that are MyST markup only (directive
-fences opening with three backticks or ``:::``, targets such as ``(sec-01-x)=``, and directive
-options such as ``:label:`` or ``:class:``). A word is a whitespace-separated token that holds a
+fences opening with three backticks or ``:::``, targets such as ``(sec-01-x)=``, directive
+options such as ``:label:`` or ``:class:``, and the heading lines of the exercise markup,
+``**Exercise NN.k · Title**`` and ``**Solution NN.k**``, which stand where the directive's
+fence line stood and so are not counted either). A word is a whitespace-separated token that holds a
 letter or a digit, so list bullets, table rules and heading marks do not count. A role such as
 ``{cite}`key``` leaves its name, one word standing for the reference it renders.
 """
@@ -24,7 +26,10 @@ LOW, HIGH = 1500, 3500
 DISPLAY_MATH = re.compile(r"\$\$.*?\$\$", re.S)
 INLINE_MATH = re.compile(r"\$[^$]+\$")
 INLINE_CODE = re.compile(r"`[^`]*`")
-MARKUP_LINE = re.compile(r"^\s*(```|:::|\([\w:-]+\)=\s*$|:[\w-]+:)")
+MARKUP_LINE = re.compile(
+    r"^\s*(```|:::|\([\w:-]+\)=\s*$|:[\w-]+:"
+    r"|\*\*(Exercise [A-Za-z]?\d+\.\d+ · .*|Solution [A-Za-z]?\d+\.\d+)\*\*\s*$)"
+)
 WORD = re.compile(r"[^\W_]")  # a letter or a digit, in any script
 
 
@@ -101,6 +106,9 @@ def test_the_counter_removes_math_and_code_and_markup():
     assert prose_words("two $$\na + b\n= c\n$$ words") == 2
     assert prose_words("two `x = f(a, b)` words") == 2
     assert prose_words(":label: ex-1\n:class: dropdown\n(sec-x)=\n```{note}\ntwo words\n```") == 2
+    assert prose_words("**Exercise 99.1 · A title**\n\ntwo words\n\n**Solution 99.1**") == 2
+    # Bold prose that is not the markup's heading line counts.
+    assert prose_words("**Exercise 99.1 · A title** two words") == 6
     assert prose_words("- two | words\n|---|---|\n# ") == 2
     # A line that only starts like markup but is prose keeps its words.
     assert prose_words("(as in chapter 09)= is not a label") == 8

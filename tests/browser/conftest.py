@@ -176,6 +176,7 @@ class Visit:
     page_overflow_px: int = 0
     scrolled_elements: list[str] = field(default_factory=list)
     solutions: list[dict[str, object]] = field(default_factory=list)
+    exercises: list[dict[str, object]] = field(default_factory=list)
     links: list[dict[str, str]] = field(default_factory=list)
     icons: list[str] = field(default_factory=list)
     local_paths: list[str] = field(default_factory=list)
@@ -251,9 +252,27 @@ async () => {
     .filter((el) => /\|\s*:?(?:-{3,}|[\u2013\u2014]+):?\s*\|/.test(el.textContent))
     .map((el) => el.textContent.trim().slice(0, 80));
   const fullText = document.body.innerText;
-  return { fullText, icons, mathjax, images: images.length, broken, noAlt, maths: maths.length,
-           untypeset, mathErrors, text: texts.join(" "), emptyOutputs, sidebar, overflow, wide,
-           links, pipeTables };
+  // Exercises (sphinx-exercise admonitions): label, title, and what follows each one.
+  const exercises = Array.from(document.querySelectorAll("div.exercise")).map((el) => {
+    const next = el.nextElementSibling;
+    const title = el.querySelector(":scope > .admonition-title");
+    const titleCopy = title ? title.cloneNode(true) : document.createElement("p");
+    titleCopy.querySelectorAll(".math").forEach((m) => m.replaceWith("$math$"));
+    return {
+      id: el.id,
+      classes: el.className,
+      title: titleCopy.textContent,  // each formula as "$math$"
+      body: (el.querySelector(":scope > section") || {}).innerText || "",
+      untypeset: Array.from(el.querySelectorAll(".math"))
+                      .filter((m) => !m.querySelector("mjx-container")).length,
+      next: next ? next.className : "",
+      solutionFor: next && next.matches("div.solution")
+        ? (next.querySelector(".admonition-title a") || {}).getAttribute?.("href") || "" : "",
+    };
+  });
+  return { fullText, exercises, icons, mathjax, images: images.length, broken, noAlt,
+           maths: maths.length, untypeset, mathErrors, text: texts.join(" "), emptyOutputs,
+           sidebar, overflow, wide, links, pipeTables };
 }
 """
 
@@ -342,6 +361,7 @@ def visit(browser_context: object, base_url: str) -> Callable[[str], Visit]:
             seen.icons = measured["icons"]
             seen.local_paths = find_local_paths(measured["fullText"])
             seen.pipe_tables = measured["pipeTables"]
+            seen.exercises = measured["exercises"]
             tab.screenshot(path=str(screenshot_path(page)), full_page=True)
             seen.solutions = _check_solutions(tab)
         finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
@@ -17,6 +18,8 @@ from browser_support import (
     screenshot_path,
     toc_files,
 )
+
+from attnlab.course.markup import blocks_in
 
 CONFIG = yaml.safe_load((BOOK_ROOT / "_config.yml").read_text(encoding="utf-8"))
 
@@ -129,7 +132,38 @@ def test_screenshot_taken(visit, page: str) -> None:
 def _expected_solutions(notebook: Path) -> int:
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
-    return text.count("{solution-start}") + text.count("{solution}")
+    plain = [b for b in blocks_in(cells) if b.kind == "solution"]  # attnlab.course.markup
+    return text.count("{solution-start}") + text.count("{solution}") + len(plain)
+
+
+def _expected_exercises(notebook: Path) -> list[tuple[str, str]]:
+    """(label, title as the book shows it) of each plain-Markdown exercise of a notebook."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return [
+        (b.label, re.sub(r"\$[^$]+\$", "$math$", f"Exercise ({b.exercise_id} · {b.title})"))
+        for b in blocks_in(cells)
+        if b.kind == "exercise"
+    ]
+
+
+def test_exercises_are_admonitions_with_their_titles_and_solutions(visit, page: str) -> None:
+    """Each exercise cell of the notebook is a sphinx-exercise admonition on its page: its
+    label as anchor, "Exercise (NN.k · Title)" as title (a formula in it compared as "$math$"),
+    its maths typeset, no markup left of
+    the notebook's heading, and its solution dropdown right after it, linking back to it."""
+    seen = visit(page)
+    notebook = notebook_source(page)
+    expected = _expected_exercises(notebook) if notebook is not None else []
+    # (Sphinx's smart quotes turn the apostrophe of "PyTorch's" into a typographic one.)
+    shown = [(e["id"], e["title"].strip().replace("\u2019", "'")) for e in seen.exercises]
+    assert shown == expected, page
+    for exercise in seen.exercises:
+        name = f"{page}: {exercise['id']}"
+        assert "exercise" in exercise["classes"].split() and exercise["body"].strip(), name
+        assert "**" not in exercise["body"] and ":label:" not in exercise["body"], name
+        assert exercise["untypeset"] == 0, f"{name}: maths not typeset"
+        assert "solution" in exercise["next"].split() and "dropdown" in exercise["next"], name
+        assert exercise["solutionFor"] == f"#{exercise['id']}", name
 
 
 def test_solution_dropdowns(visit, page: str) -> None:
@@ -146,6 +180,12 @@ def test_solution_dropdowns(visit, page: str) -> None:
         assert solution["has_button"], f"{name} has no toggle button"
         assert solution["hidden_before"], f"{name} is open before any click"
         assert solution["visible_after"], f"{name} did not open on click"
+
+
+def test_some_page_has_an_exercise(visit, site: Path) -> None:
+    """The exercise checks above must check something: the chapters have exercises."""
+    pages = [p for p in discover_pages(site) if notebook_source(p) is not None]
+    assert sum(len(visit(p).exercises) for p in pages) >= 30
 
 
 def test_some_page_has_a_solution_dropdown(visit, site: Path) -> None:

@@ -9,4 +9,6 @@
 * :mod:`attnlab.course.grade_cli` — the command ``python -m attnlab.grade``;
 * :mod:`attnlab.course.assign`, :mod:`attnlab.course.student` — student versions
   (``python -m attnlab.assign``).
+* :mod:`attnlab.course.markup` — the notebooks' plain-Markdown exercise markup, and the
+  sphinx-exercise directives the book makes of it.
 """

@@ -12,8 +12,10 @@ What changes in a student version (and nothing else does):
   ``solution-end``) becomes a stub: its imports and the signature and docstring of each
   function or class it defines are kept, each body becomes ``# YOUR CODE HERE`` plus
   ``raise NotImplementedError``; a cell that defines no function becomes that stub alone.
-* Solution prose goes: the ``solution-start`` / ``solution-end`` fences, every markdown cell
-  between them, and every one-piece ``{solution}`` block.
+* Solution prose goes: every markdown cell tagged ``solution`` (the notebooks' plain markup,
+  :mod:`attnlab.course.markup`: ``**Solution NN.k**`` and the prose after it) and, in the
+  older directive markup, the ``solution-start`` / ``solution-end`` fences, every markdown
+  cell between them, and every one-piece ``{solution}`` block.
 * Outputs and execution counts are cleared.
 
 Self-check cells (``assert check("05.2", answer)``) are untouched: they now fail until the
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 
 import nbformat
 
+from attnlab.course.markup import exercise_head, label_for, solution_head
 from attnlab.course.stubs import STUB_COMMENT, STUB_RAISE, stub_source
 
 __all__ = [
@@ -134,6 +137,8 @@ def student_version(
     opened_at = -1
     for index, cell in enumerate(student.cells):
         if cell.cell_type == "markdown":
+            if SOLUTION_TAG in _tags(cell):  # a solution's prose in the plain markup
+                continue
             was_inside = inside
             cell.source, inside = _strip_solution_markdown(cell.source, inside)
             if inside and not was_inside:
@@ -211,6 +216,10 @@ def exercises_in(nb: nbformat.NotebookNode) -> list[Exercise]:
     current = ""
     for cell in nb.cells:
         if cell.cell_type == "markdown":
+            if head := exercise_head(cell.source):  # the plain markup (attnlab.course.markup)
+                found.setdefault(label_for(head[0]), Exercise(label_for(head[0]), " · ".join(head)))
+            if solved := solution_head(cell.source):
+                current, inside = label_for(solved), False
             lines = cell.source.splitlines()
             for i, line in enumerate(lines):
                 match = _DIRECTIVE.match(line)
@@ -244,6 +253,8 @@ def _exercise_labels(nb: nbformat.NotebookNode) -> list[str]:
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
+        if head := exercise_head(cell.source):
+            labels.append(label_for(head[0]))
         lines = cell.source.splitlines()
         for i, line in enumerate(lines):
             match = _DIRECTIVE.match(line)
