@@ -194,10 +194,91 @@ def all_finite(x: Any) -> bool:
     return bool(np.all(np.isfinite(x)))
 
 
+def _nonfinite_detail(x: Any) -> str:
+    """How many NaN and infinite entries ``x`` holds, and the first one: for error messages.
+
+    ``inf * 0`` is NaN inside a computation; the message says what the *input* holds.
+    """
+    if _is_tensor(x):
+        a = x.detach()
+        nan, inf = int(a.isnan().sum()), int(a.isinf().sum())
+        where = tuple(int(i) for i in (~a.isfinite()).nonzero()[0].tolist())
+        value = float(a[where]) if where else float(a)
+    else:
+        a = np.asarray(x)
+        nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
+        where = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
+        value = float(a[where])
+    infinite = "1 infinite entry" if inf == 1 else f"{inf} infinite entries"
+    if nan and inf:
+        counts = f"{nan} NaN and {infinite}"
+    elif nan:
+        counts = f"{nan} NaN and no infinite entry"
+    else:
+        counts = f"{infinite} and no NaN"
+    return f"{counts}; the first, {value}, at index {where}"
+
+
 def require_finite(x: Any, name: str) -> None:
-    """Raise ``ValueError`` if ``x`` (array or tensor) holds NaN or an infinity."""
+    """Raise ``ValueError`` if ``x`` (array or tensor) holds NaN or an infinity.
+
+    The message says how many of each, and where the first is, e.g.
+    ``z contains NaN or infinite values (1 infinite entry and no NaN; the first, inf, at
+    index (0,))``.
+    """
     if not all_finite(x):
-        raise ValueError(f"{name} contains NaN or infinite values")
+        raise ValueError(f"{name} contains NaN or infinite values ({_nonfinite_detail(x)})")
+
+
+#: The most entries a table built from sizes alone may hold (2**31: 16 GiB in float64). A
+#: positions table that big is a wrong argument far more often than a wish; numpy would
+#: otherwise raise ``MemoryError`` or, where the system overcommits memory, start swapping.
+MAX_TABLE_ENTRIES = 2**31
+
+
+def _table_call(call: str, sizes: dict[str, int]) -> str:
+    return f"{call}({', '.join(f'{k}={v}' for k, v in sizes.items())})"
+
+
+def require_table_size(call: str, sizes: dict[str, int], shape: tuple[int, ...]) -> None:
+    """Raise ``ValueError`` if a table of ``shape`` (float64 or int64) would be too big to build.
+
+    ``call`` and ``sizes`` name the function and the arguments that set the size, for the
+    message, e.g. ``sinusoidal_positions(n=10000000000, d=4) would build a table of shape
+    (10000000000, 4): 320,000,000,000 bytes (298.0 GiB) ...``.
+    """
+    entries = int(np.prod(shape, dtype=object))
+    if entries > MAX_TABLE_ENTRIES:
+        raise ValueError(
+            f"{_table_call(call, sizes)} would build a table of shape {shape}: "
+            f"{8 * entries:,} bytes ({8 * entries / 2**30:.1f} GiB), more than the "
+            f"{MAX_TABLE_ENTRIES:,} entries ({8 * MAX_TABLE_ENTRIES // 2**30} GiB) attnlab builds "
+            "at once; ask for fewer positions or a smaller width"
+        )
+
+
+class building_table:  # noqa: N801 - a context manager used like a function
+    """``with building_table(call, sizes, shape):`` turns a ``MemoryError`` into a ``ValueError``.
+
+    For tables below :data:`MAX_TABLE_ENTRIES` that still do not fit in this machine's memory;
+    the message names the call, the shape and the bytes the table needs.
+    """
+
+    def __init__(self, call: str, sizes: dict[str, int], shape: tuple[int, ...]) -> None:
+        self.call, self.sizes, self.shape = call, sizes, shape
+
+    def __enter__(self) -> building_table:
+        return self
+
+    def __exit__(self, kind: type | None, error: BaseException | None, tb: object) -> bool:
+        if kind is not None and issubclass(kind, MemoryError):
+            entries = int(np.prod(self.shape, dtype=object))
+            raise ValueError(
+                f"{_table_call(self.call, self.sizes)} needs a table of shape {self.shape}: "
+                f"{8 * entries:,} bytes, more memory than this machine could give ({error}); "
+                "ask for fewer positions or a smaller width"
+            ) from None
+        return False
 
 
 def require_finite_logits(
@@ -312,11 +393,11 @@ class check_values:  # noqa: N801 - used like a function, as torch.set_grad_enab
     >>> import torch
     >>> import attnlab.nn as ann
     >>> q = torch.tensor([[float("nan"), 0.0]])
-    >>> with ann.check_values():
+    >>> with ann.check_values():  # doctest: +ELLIPSIS
     ...     ann.scaled_dot_product_attention(q, q, q)
     Traceback (most recent call last):
     ...
-    ValueError: q contains NaN or infinite values
+    ValueError: q contains NaN or infinite values (1 NaN and no infinite entry; the first, ...)
     >>> ann.values_checked()
     False
     """

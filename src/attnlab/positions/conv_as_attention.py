@@ -11,11 +11,13 @@ import numpy as np
 
 from attnlab._validate import (
     as_float_array,
+    building_table,
     check_float,
     check_int,
     require_finite,
     require_finite_logits,
     require_ndim,
+    require_table_size,
 )
 from attnlab.softmax import softmax
 
@@ -40,8 +42,10 @@ def circular_offsets(s: int) -> np.ndarray:
            [ 1, -2, -1,  0]])
     """
     s = check_int(s, "s", 1)
-    idx = np.arange(s)
-    return (idx[None, :] - idx[:, None] + s // 2) % s - s // 2
+    require_table_size("circular_offsets", {"s": s}, (s, s))
+    with building_table("circular_offsets", {"s": s}, (s, s)):
+        idx = np.arange(s)
+        return (idx[None, :] - idx[:, None] + s // 2) % s - s // 2
 
 
 def convolution_attention_params(

@@ -11,12 +11,14 @@ import numpy as np
 
 from attnlab._validate import (
     as_float_array,
+    building_table,
     check_int,
     require_finite,
     require_finite_logits,
     require_min_ndim,
     require_ndim,
     require_qkv_sizes,
+    require_table_size,
 )
 from attnlab.attention import _check_mask
 from attnlab.softmax import softmax
@@ -61,9 +63,11 @@ def relative_position_index(n: int, k_max: int) -> np.ndarray:
     """
     n = check_int(n, "n", 1)
     k_max = check_int(k_max, "k_max (the clipping distance)", 0)
-    positions = np.arange(n)
-    distance = positions[None, :] - positions[:, None]  # [i, j] = j - i
-    return np.clip(distance, -k_max, k_max) + k_max
+    require_table_size("relative_position_index", {"n": n}, (n, n))
+    with building_table("relative_position_index", {"n": n}, (n, n)):
+        positions = np.arange(n)
+        distance = positions[None, :] - positions[:, None]  # [i, j] = j - i
+        return np.clip(distance, -k_max, k_max) + k_max
 
 
 def _check_qkv(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:

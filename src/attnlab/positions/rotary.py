@@ -31,10 +31,12 @@ import numpy as np
 
 from attnlab._validate import (
     as_float_array,
+    building_table,
     check_float,
     check_int,
     require_finite,
     require_min_ndim,
+    require_table_size,
     shape_of,
 )
 
@@ -125,7 +127,10 @@ def rotary_angles(n: int, d: int, base: float = 10000.0) -> np.ndarray:
     """
     n = check_int(n, "n", 0)
     freqs = rotary_frequencies(d, base)
-    return np.arange(n, dtype=np.float64)[:, None] * freqs[None, :]
+    d = int(d)
+    require_table_size("rotary_angles", {"n": n, "d": d}, (n, d // 2))
+    with building_table("rotary_angles", {"n": n, "d": d}, (n, d // 2)):
+        return np.arange(n, dtype=np.float64)[:, None] * freqs[None, :]
 
 
 def check_positions_shape(pos_shape: tuple[int, ...], x_shape: tuple[int, ...]) -> None:
