@@ -20,8 +20,10 @@ device synchronisation, so the torch modules run them only when :func:`check_val
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -236,49 +238,28 @@ def require_finite(x: Any, name: str) -> None:
 MAX_TABLE_ENTRIES = 2**31
 
 
-def _table_call(call: str, sizes: dict[str, int]) -> str:
-    return f"{call}({', '.join(f'{k}={v}' for k, v in sizes.items())})"
+@contextlib.contextmanager
+def building_table(call: str, sizes: dict[str, int], shape: tuple[int, ...]) -> Iterator[None]:
+    """``with building_table(call, sizes, shape):`` guards building a table from sizes alone.
 
-
-def require_table_size(call: str, sizes: dict[str, int], shape: tuple[int, ...]) -> None:
-    """Raise ``ValueError`` if a table of ``shape`` (float64 or int64) would be too big to build.
-
-    ``call`` and ``sizes`` name the function and the arguments that set the size, for the
-    message, e.g. ``sinusoidal_positions(n=10000000000, d=4) would build a table of shape
-    (10000000000, 4): 320,000,000,000 bytes (298.0 GiB) ...``.
+    On entry, raise ``ValueError`` if the table would hold more than
+    :data:`MAX_TABLE_ENTRIES`; inside, turn a ``MemoryError`` into a ``ValueError``. Both
+    messages name the call and the sizes that set the shape (``sinusoidal_positions(n=...,
+    d=4) needs a table of shape (..., 4): 320,000,000,000 bytes ...``).
     """
     entries = int(np.prod(shape, dtype=object))
+    args = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    what = f"{call}({args}) needs a table of shape {shape}: {8 * entries:,} bytes"
+    advice = "ask for fewer positions or a smaller width"
     if entries > MAX_TABLE_ENTRIES:
         raise ValueError(
-            f"{_table_call(call, sizes)} would build a table of shape {shape}: "
-            f"{8 * entries:,} bytes ({8 * entries / 2**30:.1f} GiB), more than the "
-            f"{MAX_TABLE_ENTRIES:,} entries ({8 * MAX_TABLE_ENTRIES // 2**30} GiB) attnlab builds "
-            "at once; ask for fewer positions or a smaller width"
+            f"{what} ({8 * entries / 2**30:.1f} GiB), more than the {MAX_TABLE_ENTRIES:,} "
+            f"entries (16 GiB) attnlab builds at once; {advice}"
         )
-
-
-class building_table:  # noqa: N801 - a context manager used like a function
-    """``with building_table(call, sizes, shape):`` turns a ``MemoryError`` into a ``ValueError``.
-
-    For tables below :data:`MAX_TABLE_ENTRIES` that still do not fit in this machine's memory;
-    the message names the call, the shape and the bytes the table needs.
-    """
-
-    def __init__(self, call: str, sizes: dict[str, int], shape: tuple[int, ...]) -> None:
-        self.call, self.sizes, self.shape = call, sizes, shape
-
-    def __enter__(self) -> building_table:
-        return self
-
-    def __exit__(self, kind: type | None, error: BaseException | None, tb: object) -> bool:
-        if kind is not None and issubclass(kind, MemoryError):
-            entries = int(np.prod(self.shape, dtype=object))
-            raise ValueError(
-                f"{_table_call(self.call, self.sizes)} needs a table of shape {self.shape}: "
-                f"{8 * entries:,} bytes, more memory than this machine could give ({error}); "
-                "ask for fewer positions or a smaller width"
-            ) from None
-        return False
+    try:
+        yield
+    except MemoryError as error:
+        raise ValueError(f"{what}, more than this machine's memory ({error}); {advice}") from None
 
 
 def require_finite_logits(

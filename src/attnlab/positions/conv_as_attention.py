@@ -17,7 +17,6 @@ from attnlab._validate import (
     require_finite,
     require_finite_logits,
     require_ndim,
-    require_table_size,
 )
 from attnlab.softmax import softmax
 
@@ -42,7 +41,6 @@ def circular_offsets(s: int) -> np.ndarray:
            [ 1, -2, -1,  0]])
     """
     s = check_int(s, "s", 1)
-    require_table_size("circular_offsets", {"s": s}, (s, s))
     with building_table("circular_offsets", {"s": s}, (s, s)):
         idx = np.arange(s)
         return (idx[None, :] - idx[:, None] + s // 2) % s - s // 2

@@ -18,7 +18,6 @@ from attnlab._validate import (
     require_min_ndim,
     require_ndim,
     require_qkv_sizes,
-    require_table_size,
 )
 from attnlab.attention import _check_mask
 from attnlab.softmax import softmax
@@ -63,7 +62,6 @@ def relative_position_index(n: int, k_max: int) -> np.ndarray:
     """
     n = check_int(n, "n", 1)
     k_max = check_int(k_max, "k_max (the clipping distance)", 0)
-    require_table_size("relative_position_index", {"n": n}, (n, n))
     with building_table("relative_position_index", {"n": n}, (n, n)):
         positions = np.arange(n)
         distance = positions[None, :] - positions[:, None]  # [i, j] = j - i

@@ -36,7 +36,6 @@ from attnlab._validate import (
     check_int,
     require_finite,
     require_min_ndim,
-    require_table_size,
     shape_of,
 )
 
@@ -128,7 +127,6 @@ def rotary_angles(n: int, d: int, base: float = 10000.0) -> np.ndarray:
     n = check_int(n, "n", 0)
     freqs = rotary_frequencies(d, base)
     d = int(d)
-    require_table_size("rotary_angles", {"n": n, "d": d}, (n, d // 2))
     with building_table("rotary_angles", {"n": n, "d": d}, (n, d // 2)):
         return np.arange(n, dtype=np.float64)[:, None] * freqs[None, :]
 

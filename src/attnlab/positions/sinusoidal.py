@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab._validate import building_table, check_float, check_int, require_table_size
+from attnlab._validate import building_table, check_float, check_int
 
 
 def _check_d_base(d: int, base: float) -> tuple[int, float]:
@@ -73,7 +73,6 @@ def sinusoidal_positions(n: int, d: int, base: float = 10000.0) -> np.ndarray:
     """
     n = check_int(n, "n", 0)
     d, base = _check_d_base(d, base)
-    require_table_size("sinusoidal_positions", {"n": n, "d": d}, (n, d))
     with building_table("sinusoidal_positions", {"n": n, "d": d}, (n, d)):
         angles = np.arange(n, dtype=np.float64)[:, None] * _sinusoid_frequencies(d, base)[None, :]
         table = np.empty((n, d), dtype=np.float64)
@@ -126,7 +125,6 @@ def sinusoidal_shift_matrix(k: float, d: int, base: float = 10000.0) -> np.ndarr
     """
     k = check_float(k, "k (the shift)", positive=False)
     d, base = _check_d_base(d, base)
-    require_table_size("sinusoidal_shift_matrix", {"d": d}, (d, d))
     theta = k * _sinusoid_frequencies(d, base)
     with building_table("sinusoidal_shift_matrix", {"d": d}, (d, d)):
         m = np.zeros((d, d), dtype=np.float64)
