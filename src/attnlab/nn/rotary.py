@@ -1,6 +1,6 @@
 """Rotary position embeddings, RoPE (Su et al. 2021), in PyTorch (chapters 09 and 11).
 
-The torch twin of :mod:`attnlab.positions.rotary`: the pair ``i`` of the query or key at
+The torch twin of :mod:`attnlab.positions`: the pair ``i`` of the query or key at
 position ``p`` is turned by the angle ``p θ_i``, ``θ_i = base^(-2i/d)``, so that the score
 ``q_p · k_r`` depends on the offset ``r - p`` only. Two pair layouts, as in the numpy module:
 ``"interleaved"`` ``(2i, 2i+1)`` (Su et al., GPT-J, Meta's LLaMA code) and ``"half"``
@@ -89,7 +89,7 @@ def apply_rotary(
     base: float = 10000.0,
     layout: str = "interleaved",
 ) -> Tensor:
-    """Rotate ``x`` by its positions (RoPE); torch twin of :func:`attnlab.apply_rotary`.
+    """Rotate ``x`` by its positions (RoPE); torch twin of :func:`attnlab.positions.apply_rotary`.
 
     For the token at position ``p`` and each pair ``(a, b)`` of coordinates, with
     ``φ = p θ_i`` and ``θ_i = base^(-2i/d)``: ``a' = a cos φ - b sin φ``,
@@ -106,8 +106,8 @@ def apply_rotary(
         ``(batch, 1, n)`` for ``x (batch, h, n, d)``. Default ``0, 1, …, n-1``.
     base : float
         The wavelength base (10000 in the paper), positive.
-    layout : {"interleaved", "half"}
-        Pairs ``(2i, 2i+1)`` or ``(i, i + d/2)``.
+    layout : str
+        ``"interleaved"`` for pairs ``(2i, 2i+1)`` or ``"half"`` for ``(i, i + d/2)``.
 
     Returns
     -------
@@ -159,8 +159,9 @@ class RotaryEmbedding(nn.Module):
         The per-head width ``d_k`` of ``q`` and ``k``; even, ``>= 2``.
     base : float
         The wavelength base, positive (10000 in the paper).
-    layout : {"interleaved", "half"}
-        Pairs ``(2i, 2i+1)`` (Su et al., GPT-J, Meta's LLaMA code) or ``(i, i + d/2)``
+    layout : str
+        ``"interleaved"``: pairs ``(2i, 2i+1)`` (Su et al., GPT-J, Meta's LLaMA code);
+        ``"half"``: ``(i, i + d/2)``
         (GPT-NeoX, Hugging Face's LLaMA).
 
     Shapes

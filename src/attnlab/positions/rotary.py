@@ -8,7 +8,7 @@ turned by ``r θ`` depends only on ``r - p``, so ``q_p · k_r`` sees the *relati
 
 Which coordinates form the pair ``i`` is a convention, and the libraries differ:
 
-* ``layout="interleaved"``: pairs ``(2i, 2i+1)``, as in the paper (eq. 13–15), GPT-J
+* ``layout="interleaved"``: pairs ``(2i, 2i+1)``, as in the paper, GPT-J
   (``rotate_every_two`` in mesh-transformer-jax) and Meta's original LLaMA code
   (``torch.view_as_complex`` on consecutive pairs);
 * ``layout="half"``: pairs ``(i, i + d/2)``, as in GPT-NeoX and Hugging Face's LLaMA
@@ -200,9 +200,9 @@ def apply_rotary(
         Negative positions are allowed (only differences matter).
     base : float
         The wavelength base (10000 in the paper), positive.
-    layout : {"interleaved", "half"}
-        Which coordinates form a pair: ``(2i, 2i+1)`` (Su et al., GPT-J, Meta's LLaMA code)
-        or ``(i, i + d/2)`` (GPT-NeoX, Hugging Face's LLaMA).
+    layout : str
+        Which coordinates form a pair: ``"interleaved"`` for ``(2i, 2i+1)`` (Su et al., GPT-J,
+        Meta's LLaMA code) or ``"half"`` for ``(i, i + d/2)`` (GPT-NeoX, Hugging Face's LLaMA).
 
     Returns
     -------
