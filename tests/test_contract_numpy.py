@@ -231,3 +231,31 @@ def test_torch_tensor_given_to_numpy_says_how_to_convert():
     torch = pytest.importorskip("torch")
     with pytest.raises(TypeError, match=r"x must be a numpy array.*detach\(\)\.cpu\(\)\.numpy"):
         al.softmax(torch.zeros(3, requires_grad=True))
+
+
+# Issue 22, item 4: the last gaps, each raised from inside numpy before.
+
+
+@pytest.mark.parametrize(
+    ("grid", "error", "match"),
+    [
+        ((-2, -3), ValueError, r"grid\[0\] \(rows\) must be a positive integer, got -2"),
+        ((2, -3), ValueError, r"grid\[1\] \(cols\) must be a positive integer, got -3"),
+        ((0, 6), ValueError, r"grid\[0\] \(rows\) must be a positive integer, got 0"),
+        ((2, 3, 1), ValueError, r"grid must be a pair \(rows, cols\), got \(2, 3, 1\)"),
+        ((6,), ValueError, r"grid must be a pair \(rows, cols\), got \(6,\)"),
+        (
+            (2.0, 3.0),
+            TypeError,
+            r"grid\[0\] \(rows\) must be a positive integer, got 2.0 of type float",
+        ),
+        ((True, 6), TypeError, r"grid\[0\] \(rows\) must be a positive integer, got True"),
+        (6, TypeError, r"grid must be a pair \(rows, cols\) of integers, got 6 of type int"),
+        ("23", TypeError, r"grid must be a pair \(rows, cols\) of integers, got '23' of type str"),
+    ],
+)
+def test_patches_to_image_checks_its_grid(grid, error, match):
+    tokens = al.image_to_patches(np.zeros((8, 12, 3)))  # a (2, 3) grid of 4x4 patches
+    with pytest.raises(error, match=match):
+        al.patches_to_image(tokens, grid)
+    assert al.patches_to_image(tokens, np.array([2, 3])).shape == (8, 12, 3)  # numpy ints do

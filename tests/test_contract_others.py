@@ -220,3 +220,173 @@ def test_booleans_are_not_integers_in_positions():
         al.sinusoidal_positions(True, 4)
     with pytest.raises(TypeError, match="k_max"):
         ann.ShawRelativeAttention(4, 2, True)
+
+
+# Issue 22, item 4: the last gaps (each raised from inside numpy or torch, or said the wrong thing).
+
+
+@pytest.mark.parametrize(
+    ("n1", "error", "match"),
+    [
+        (
+            np.array([1.0, 2.0]),
+            TypeError,
+            r"the power n1 must be a positive finite number, got array",
+        ),
+        (np.array(2.0), TypeError, r"the power n1 .*of type ndarray"),
+        (
+            1 + 2j,
+            TypeError,
+            r"the power n1 must be a positive finite number, got \(1\+2j\) of type complex",
+        ),
+        ("2", TypeError, r"the power n1 .*got '2' of type str"),
+        (True, TypeError, r"the power n1 .*got True of type bool"),
+        (0.0, ValueError, r"the power n1 must be a positive finite number, got 0.0"),
+        (float("nan"), ValueError, r"the power n1 must be a positive finite number, got nan"),
+    ],
+)
+def test_signed_power_checks_n1_in_numpy_and_torch(n1, error, match):
+    with pytest.raises(error, match=match):
+        al.signed_power(np.ones(3), n1)
+    with pytest.raises(error, match=match):
+        ann.signed_power(torch.ones(3), n1)
+
+
+def test_signed_power_refuses_a_tensor_exponent():
+    with pytest.raises(TypeError, match=r"the power n1 .*of type Tensor"):
+        ann.signed_power(torch.ones(3), torch.tensor([1.0, 2.0]))
+
+
+@pytest.mark.parametrize(
+    ("degree", "error", "match"),
+    [
+        (2.5, TypeError, r"degree must be a positive integer, got 2.5 of type float"),
+        (2.0, TypeError, r"degree must be a positive integer, got 2.0 of type float"),
+        (True, TypeError, r"degree must be a positive integer, got True of type bool"),
+        ("2", TypeError, r"degree must be a positive integer, got '2' of type str"),
+        (0, ValueError, r"degree must be a positive integer, got 0"),
+        (None, ValueError, r'f="poly" needs an integer degree >= 1, got None'),
+    ],
+)
+def test_generalized_attention_checks_the_degree(degree, error, match):
+    with pytest.raises(error, match=match):
+        ann.GeneralizedAttention(8, 2, f="poly", degree=degree)
+
+
+@pytest.mark.parametrize(
+    ("coeffs", "error", "match"),
+    [
+        (
+            [1.0, 0.5],
+            TypeError,
+            r"coeffs must be a torch.Tensor of shape \(L,\) or \(L, \.\.\.\), got list",
+        ),
+        ((1.0,), TypeError, r"coeffs must be a torch.Tensor .*got tuple"),
+        (np.array([1.0, 0.5]), TypeError, r"coeffs must be a torch.Tensor .*torch.from_numpy"),
+        (
+            torch.tensor(1.0, dtype=torch.float64),
+            ValueError,
+            r"coeffs must have shape \(L,\) or \(L, \.\.\.\), got shape \(\)",
+        ),
+        (torch.tensor([1, 2]), ValueError, r"coeffs must be a floating-point tensor"),
+        (
+            torch.tensor([1.0, 0.5]),
+            ValueError,
+            r"coeffs is torch.float32 on cpu but must match torch.float64",
+        ),
+    ],
+)
+def test_torch_gam_logits_checks_the_coefficients(coeffs, error, match):
+    y = torch.randn(1, 3, 2, dtype=torch.float64)
+    b = torch.eye(2, dtype=torch.float64)[None]
+    with pytest.raises(error, match=match):
+        ann.gam_logits(y, b, f="poly", coeffs=coeffs)
+
+
+def test_torch_gam_logits_with_checked_coefficients_match_numpy():
+    y = torch.randn(1, 3, 2, dtype=torch.float64)
+    b = torch.randn(2, 2, 2, dtype=torch.float64)
+    got = ann.gam_logits(y, b, f="poly", coeffs=torch.tensor([1.0, 0.5], dtype=torch.float64))
+    ref = al.gam_logits(y[0].numpy(), b.numpy(), f="poly", coeffs=[1.0, 0.5])
+    np.testing.assert_allclose(got[0].numpy(), ref, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (
+            lambda: al.sinusoidal_positions(10**10, 4),
+            r"sinusoidal_positions\(n=10000000000, d=4\).*320,000,000,000 bytes",
+        ),
+        (lambda: al.sinusoidal_positions(10**5, 10**5), r"n=100000, d=100000"),
+        (lambda: al.sinusoidal_shift_matrix(1, 10**6), r"sinusoidal_shift_matrix\(d=1000000\)"),
+        (lambda: al.rotary_angles(10**10, 4), r"rotary_angles\(n=10000000000, d=4\)"),
+        (lambda: al.relative_position_index(10**6, 2), r"relative_position_index\(n=1000000\)"),
+        (lambda: al.positions.circular_offsets(10**6), r"circular_offsets\(s=1000000\)"),
+    ],
+)
+def test_tables_too_big_to_build_are_a_value_error_not_a_memory_error(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_a_memory_error_while_building_a_table_becomes_a_value_error(monkeypatch):
+    def no_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate")
+
+    monkeypatch.setattr(np, "empty", no_memory)
+    with pytest.raises(
+        ValueError, match=r"sinusoidal_positions\(n=1000, d=8\) .*64,000 bytes.*memory"
+    ):
+        al.sinusoidal_positions(1000, 8)
+
+
+def test_combine_geometric_says_which_non_finite_value_it_met():
+    """``inf * 0`` is NaN inside; the message must describe the input, which holds no NaN."""
+    for z, pi, name, detail in (
+        (
+            [np.inf, 1.0],
+            [0.0, 1.0],
+            "z",
+            r"1 infinite entry and no NaN; the first, inf, at index \(0,\)",
+        ),
+        (
+            [1.0, 2.0],
+            [3.0, -np.inf],
+            "pi",
+            r"1 infinite entry and no NaN; the first, -inf, at index \(1,\)",
+        ),
+        (
+            [np.nan, np.inf],
+            [1.0, 1.0],
+            "z",
+            r"1 NaN and 1 infinite entry; the first, nan, at index \(0,\)",
+        ),
+    ):
+        with pytest.raises(
+            ValueError, match=rf"{name} contains NaN or infinite values \({detail}\)"
+        ):
+            al.combine_geometric(np.array(z), np.array(pi))
+        with (
+            ann.check_values(),
+            pytest.raises(
+                ValueError, match=rf"{name} contains NaN or infinite values \({detail}\)"
+            ),
+        ):
+            npos.combine_geometric(torch.tensor(z), torch.tensor(pi))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_torch_combine_geometric_does_not_overflow_where_numpy_does_not(dtype):
+    big = 300.0 if dtype == torch.float16 else 1e20  # z * pi overflows the dtype, sqrt(z pi) not
+    z = torch.tensor([big, -big, big], dtype=dtype, requires_grad=True)
+    pi = torch.tensor([big, -big, -big], dtype=dtype)
+    out = npos.combine_geometric(z, pi)
+    ref = al.combine_geometric(z.detach().double().numpy(), pi.double().numpy())
+    assert torch.isfinite(out).all(), out
+    np.testing.assert_allclose(out.detach().double().numpy(), ref, rtol=2e-3)
+    out.sum().backward()
+    assert torch.isfinite(z.grad).all()
+    np.testing.assert_allclose(
+        z.grad.double().numpy(), [0.5, 0.5, 0.0], rtol=2e-3
+    )  # d g/dz = sqrt(pi/z)/2

@@ -20,8 +20,10 @@ device synchronisation, so the torch modules run them only when :func:`check_val
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -194,10 +196,70 @@ def all_finite(x: Any) -> bool:
     return bool(np.all(np.isfinite(x)))
 
 
+def _nonfinite_detail(x: Any) -> str:
+    """How many NaN and infinite entries ``x`` holds, and the first one: for error messages.
+
+    ``inf * 0`` is NaN inside a computation; the message says what the *input* holds.
+    """
+    if _is_tensor(x):
+        a = x.detach()
+        nan, inf = int(a.isnan().sum()), int(a.isinf().sum())
+        where = tuple(int(i) for i in (~a.isfinite()).nonzero()[0].tolist())
+        value = float(a[where]) if where else float(a)
+    else:
+        a = np.asarray(x)
+        nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
+        where = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
+        value = float(a[where])
+    infinite = "1 infinite entry" if inf == 1 else f"{inf} infinite entries"
+    if nan and inf:
+        counts = f"{nan} NaN and {infinite}"
+    elif nan:
+        counts = f"{nan} NaN and no infinite entry"
+    else:
+        counts = f"{infinite} and no NaN"
+    return f"{counts}; the first, {value}, at index {where}"
+
+
 def require_finite(x: Any, name: str) -> None:
-    """Raise ``ValueError`` if ``x`` (array or tensor) holds NaN or an infinity."""
+    """Raise ``ValueError`` if ``x`` (array or tensor) holds NaN or an infinity.
+
+    The message says how many of each, and where the first is, e.g.
+    ``z contains NaN or infinite values (1 infinite entry and no NaN; the first, inf, at
+    index (0,))``.
+    """
     if not all_finite(x):
-        raise ValueError(f"{name} contains NaN or infinite values")
+        raise ValueError(f"{name} contains NaN or infinite values ({_nonfinite_detail(x)})")
+
+
+#: The most entries a table built from sizes alone may hold (2**31: 16 GiB in float64). A
+#: positions table that big is a wrong argument far more often than a wish; numpy would
+#: otherwise raise ``MemoryError`` or, where the system overcommits memory, start swapping.
+MAX_TABLE_ENTRIES = 2**31
+
+
+@contextlib.contextmanager
+def building_table(call: str, sizes: dict[str, int], shape: tuple[int, ...]) -> Iterator[None]:
+    """``with building_table(call, sizes, shape):`` guards building a table from sizes alone.
+
+    On entry, raise ``ValueError`` if the table would hold more than
+    :data:`MAX_TABLE_ENTRIES`; inside, turn a ``MemoryError`` into a ``ValueError``. Both
+    messages name the call and the sizes that set the shape (``sinusoidal_positions(n=...,
+    d=4) needs a table of shape (..., 4): 320,000,000,000 bytes ...``).
+    """
+    entries = int(np.prod(shape, dtype=object))
+    args = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    what = f"{call}({args}) needs a table of shape {shape}: {8 * entries:,} bytes"
+    advice = "ask for fewer positions or a smaller width"
+    if entries > MAX_TABLE_ENTRIES:
+        raise ValueError(
+            f"{what} ({8 * entries / 2**30:.1f} GiB), more than the {MAX_TABLE_ENTRIES:,} "
+            f"entries (16 GiB) attnlab builds at once; {advice}"
+        )
+    try:
+        yield
+    except MemoryError as error:
+        raise ValueError(f"{what}, more than this machine's memory ({error}); {advice}") from None
 
 
 def require_finite_logits(
@@ -312,11 +374,11 @@ class check_values:  # noqa: N801 - used like a function, as torch.set_grad_enab
     >>> import torch
     >>> import attnlab.nn as ann
     >>> q = torch.tensor([[float("nan"), 0.0]])
-    >>> with ann.check_values():
+    >>> with ann.check_values():  # doctest: +ELLIPSIS
     ...     ann.scaled_dot_product_attention(q, q, q)
     Traceback (most recent call last):
     ...
-    ValueError: q contains NaN or infinite values
+    ValueError: q contains NaN or infinite values (1 NaN and no infinite entry; the first, ...)
     >>> ann.values_checked()
     False
     """

@@ -9,7 +9,6 @@ name is re-exported (and documented) by :mod:`attnlab.gam` and by ``attnlab``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -26,10 +25,13 @@ def _is_integer(p: float) -> bool:
     return float(p).is_integer()
 
 
-def _check_power(n1: float) -> None:
-    """Raise ``ValueError`` unless the exponent ``n1`` is positive and finite (eq. 17)."""
-    if not (math.isfinite(n1) and n1 > 0):
-        raise ValueError(f"the power n1 must be a positive finite number, got {n1}")
+def _check_power(n1: float) -> float:
+    """Return the exponent ``n1`` as a float if it is one positive finite number (eq. 17).
+
+    Raises ``TypeError`` for anything but one real number (an array, a tensor, a complex
+    number, a string or a bool) and ``ValueError`` for zero, a negative number, NaN or inf.
+    """
+    return check_float(n1, "the power n1")
 
 
 def signed_power(x: np.typing.ArrayLike, n1: float) -> np.ndarray:
@@ -70,6 +72,8 @@ def signed_power(x: np.typing.ArrayLike, n1: float) -> np.ndarray:
     ------
     ValueError
         If ``n1`` is not a positive finite number.
+    TypeError
+        If ``n1`` is not one real number (an array, a complex number, a string or a bool).
 
     Examples
     --------
@@ -81,7 +85,7 @@ def signed_power(x: np.typing.ArrayLike, n1: float) -> np.ndarray:
     array([-2.,  2.])
     """
     x = as_float_array(x, "x")
-    _check_power(n1)
+    n1 = _check_power(n1)
     if _is_integer(n1):
         return x ** int(n1)
     return (np.sign(x) * np.abs(x) ** n1).astype(x.dtype, copy=False)

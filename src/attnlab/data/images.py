@@ -79,6 +79,20 @@ def image_to_patches(image: np.typing.ArrayLike, patch: int = 4) -> np.ndarray:
     return tiles.reshape(*lead, rows * cols, patch * patch * channels)
 
 
+def _check_grid(grid: object) -> tuple[int, int]:
+    """``grid`` as ``(rows, cols)``, two positive integers (a tuple, list or 1-D int array)."""
+    if isinstance(grid, np.ndarray) and grid.ndim == 1:
+        grid = grid.tolist()
+    if not isinstance(grid, (tuple, list)):
+        raise TypeError(
+            f"grid must be a pair (rows, cols) of integers, got {grid!r} of type "
+            f"{type(grid).__name__}"
+        )
+    if len(grid) != 2:
+        raise ValueError(f"grid must be a pair (rows, cols), got {tuple(grid)!r}")
+    return check_int(grid[0], "grid[0] (rows)"), check_int(grid[1], "grid[1] (cols)")
+
+
 def patches_to_image(
     tokens: np.typing.ArrayLike, grid: tuple[int, int], patch: int = 4
 ) -> np.ndarray:
@@ -105,10 +119,12 @@ def patches_to_image(
     Raises
     ------
     ValueError
-        If ``patch`` is not positive, the number of tokens is not ``rows·cols`` or the token
-        size is not a multiple of ``patch²``.
+        If ``patch`` or an entry of ``grid`` is not positive, ``grid`` does not hold two
+        entries, the number of tokens is not ``rows·cols`` or the token size is not a multiple
+        of ``patch²``.
     TypeError
-        If ``patch`` is not an integer (a bool or a float is not).
+        If ``patch`` or an entry of ``grid`` is not an integer (a bool or a float is not), or
+        ``grid`` is not a tuple or list.
 
     Examples
     --------
@@ -121,7 +137,8 @@ def patches_to_image(
     tok = as_float_array(tokens, "tokens")
     require_ndim(tok, "tokens", 2, "(rows*cols, patch*patch*C)")
     patch = check_int(patch, "patch")
-    rows, cols = grid
+    rows, cols = _check_grid(grid)
+    grid = (rows, cols)
     if tok.shape[0] != rows * cols:
         raise ValueError(f"grid {grid} needs {rows * cols} tokens, got tokens of shape {tok.shape}")
     if tok.shape[1] % (patch * patch):

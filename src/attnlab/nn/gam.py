@@ -80,7 +80,8 @@ class GeneralizedAttention(nn.Module):
         is not ``(batch, n, d)`` or a mask that is not boolean, does not broadcast or lies on
         another device than ``y``.
     TypeError
-        If ``recompute`` is not a bool; in ``forward`` (and :meth:`heads`), if ``need_weights``
+        If ``recompute`` is not a bool or ``degree`` not an integer (``2.5``, ``True``); in
+        ``forward`` (and :meth:`heads`), if ``need_weights``
         is not a bool (``1`` is not ``True``) or the mask is not a tensor.
 
     Notes
@@ -129,8 +130,9 @@ class GeneralizedAttention(nn.Module):
             init_coeffs = None
             self.coeffs = None
         elif f == "poly":
-            if degree is None or degree < 1:
+            if degree is None:
                 raise ValueError(f'f="poly" needs an integer degree >= 1, got {degree}')
+            degree = check_int(degree, "degree")  # 2.5 or True is a TypeError, 0 a ValueError
             init_coeffs = [1.0 / math.factorial(k) for k in range(1, degree + 1)]
             start = torch.tensor(init_coeffs).reshape(degree, 1, 1).repeat(1, h, 1)
             self.coeffs = nn.Parameter(start)  # (L, h, 1): broadcasts over (h, N_B)

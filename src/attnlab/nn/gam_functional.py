@@ -53,6 +53,8 @@ def signed_power(x: Tensor, n1: float) -> Tensor:
     ------
     ValueError
         If ``n1`` is not a positive finite number.
+    TypeError
+        If ``n1`` is not one real number (a tensor, an array, a complex number, a bool).
 
     Examples
     --------
@@ -61,7 +63,7 @@ def signed_power(x: Tensor, n1: float) -> Tensor:
     >>> signed_power(torch.tensor([-4.0, 0.0, 9.0]), 0.5)
     tensor([-2.,  0.,  3.])
     """
-    _check_power(n1)
+    n1 = _check_power(n1)
     if _is_integer(n1):
         return x ** int(n1)
     size = x.abs()
@@ -78,7 +80,10 @@ def _terms(f: str, n1: float, coeffs: Tensor | None) -> list[tuple[Tensor | None
             raise ValueError('coeffs is only used with f="poly"; for f="power" give n1')
         return [(None, check_float(n1, "n1"))]
     if f == "poly":
-        if coeffs is None or coeffs.dim() < 1 or coeffs.shape[0] == 0:
+        if coeffs is None:
+            raise ValueError('f="poly" needs coeffs of shape (L,) or (L, ...), L >= 1')
+        check_tensor(coeffs, "coeffs", "(L,) or (L, ...)", min_ndim=1)
+        if coeffs.shape[0] == 0:
             raise ValueError('f="poly" needs coeffs of shape (L,) or (L, ...), L >= 1')
         return [(coeffs[i], float(i + 1)) for i in range(coeffs.shape[0])]
     raise ValueError(f'f must be "power" or "poly", got {f!r}')
@@ -124,7 +129,8 @@ def gam_logits(
         Exponent of the power law.
     coeffs : torch.Tensor, optional
         ``(A_1, ..., A_L)`` for ``f="poly"``: shape ``(L,)``, or ``(L, *c)`` with ``c``
-        broadcastable to ``b``'s leading axes (per-head coefficients).
+        broadcastable to ``b``'s leading axes (per-head coefficients); a tensor of ``y``'s
+        dtype and device (a list is a ``TypeError``: ``torch.tensor(coeffs)`` first).
 
     Returns
     -------
@@ -139,7 +145,10 @@ def gam_logits(
     Raises
     ------
     ValueError
-        On mismatched ``M``, a ``y`` that is not 3-D, an unknown ``f`` or bad ``coeffs``.
+        On mismatched ``M``, a ``y`` that is not 3-D, an unknown ``f`` or bad ``coeffs``
+        (empty, 0-D, not floating point, or another dtype or device than ``y``).
+    TypeError
+        If ``coeffs`` is not a tensor, or ``n1`` is not one real number.
 
     Examples
     --------
@@ -151,6 +160,8 @@ def gam_logits(
             [ 4., 16.]])
     """
     _check_y_b(y, b)
+    if coeffs is not None and isinstance(coeffs, Tensor):
+        check_tensor(coeffs, "coeffs", "(L,) or (L, ...)", min_ndim=1, like=y, like_name="y")
     m = y.shape[-1]
     terms = _terms(f, n1, coeffs)
     lead = b.shape[:-2]

@@ -11,6 +11,7 @@ import numpy as np
 
 from attnlab._validate import (
     as_float_array,
+    building_table,
     check_float,
     check_int,
     require_finite,
@@ -40,8 +41,9 @@ def circular_offsets(s: int) -> np.ndarray:
            [ 1, -2, -1,  0]])
     """
     s = check_int(s, "s", 1)
-    idx = np.arange(s)
-    return (idx[None, :] - idx[:, None] + s // 2) % s - s // 2
+    with building_table("circular_offsets", {"s": s}, (s, s)):
+        idx = np.arange(s)
+        return (idx[None, :] - idx[:, None] + s // 2) % s - s // 2
 
 
 def convolution_attention_params(

@@ -11,6 +11,7 @@ import numpy as np
 
 from attnlab._validate import (
     as_float_array,
+    building_table,
     check_int,
     require_finite,
     require_finite_logits,
@@ -61,9 +62,10 @@ def relative_position_index(n: int, k_max: int) -> np.ndarray:
     """
     n = check_int(n, "n", 1)
     k_max = check_int(k_max, "k_max (the clipping distance)", 0)
-    positions = np.arange(n)
-    distance = positions[None, :] - positions[:, None]  # [i, j] = j - i
-    return np.clip(distance, -k_max, k_max) + k_max
+    with building_table("relative_position_index", {"n": n}, (n, n)):
+        positions = np.arange(n)
+        distance = positions[None, :] - positions[:, None]  # [i, j] = j - i
+        return np.clip(distance, -k_max, k_max) + k_max
 
 
 def _check_qkv(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab._validate import check_float, check_int
+from attnlab._validate import building_table, check_float, check_int
 
 
 def _check_d_base(d: int, base: float) -> tuple[int, float]:
@@ -73,11 +73,12 @@ def sinusoidal_positions(n: int, d: int, base: float = 10000.0) -> np.ndarray:
     """
     n = check_int(n, "n", 0)
     d, base = _check_d_base(d, base)
-    angles = np.arange(n, dtype=np.float64)[:, None] * _sinusoid_frequencies(d, base)[None, :]
-    table = np.empty((n, d), dtype=np.float64)
-    table[:, 0::2] = np.sin(angles)
-    table[:, 1::2] = np.cos(angles)
-    return table
+    with building_table("sinusoidal_positions", {"n": n, "d": d}, (n, d)):
+        angles = np.arange(n, dtype=np.float64)[:, None] * _sinusoid_frequencies(d, base)[None, :]
+        table = np.empty((n, d), dtype=np.float64)
+        table[:, 0::2] = np.sin(angles)
+        table[:, 1::2] = np.cos(angles)
+        return table
 
 
 def sinusoidal_shift_matrix(k: float, d: int, base: float = 10000.0) -> np.ndarray:
@@ -125,9 +126,10 @@ def sinusoidal_shift_matrix(k: float, d: int, base: float = 10000.0) -> np.ndarr
     k = check_float(k, "k (the shift)", positive=False)
     d, base = _check_d_base(d, base)
     theta = k * _sinusoid_frequencies(d, base)
-    m = np.zeros((d, d), dtype=np.float64)
-    m[0::2, 0::2] = np.diag(np.cos(theta))
-    m[0::2, 1::2] = np.diag(-np.sin(theta))
-    m[1::2, 0::2] = np.diag(np.sin(theta))
-    m[1::2, 1::2] = np.diag(np.cos(theta))
-    return m
+    with building_table("sinusoidal_shift_matrix", {"d": d}, (d, d)):
+        m = np.zeros((d, d), dtype=np.float64)
+        m[0::2, 0::2] = np.diag(np.cos(theta))
+        m[0::2, 1::2] = np.diag(-np.sin(theta))
+        m[1::2, 0::2] = np.diag(np.sin(theta))
+        m[1::2, 1::2] = np.diag(np.cos(theta))
+        return m

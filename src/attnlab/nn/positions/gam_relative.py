@@ -88,9 +88,11 @@ def gam_relative_vectors(positions: Tensor) -> Tensor:
 def combine_geometric(z: Tensor, pi: Tensor) -> Tensor:
     """Signed geometric mean ``sign(z) sqrt(z π)`` where ``z π > 0``, else 0 (eq. 25 + rule).
 
-    The same rule as :func:`attnlab.positions.combine_geometric`; the square root is taken of a safe
-    value (1) where ``z π <= 0`` so that no NaN enters the backward pass there (the gradient is
-    zero in that region). Near ``z π = 0+`` the gradient grows like ``1 / sqrt(z π)``.
+    The same rule as :func:`attnlab.positions.combine_geometric`, computed as
+    ``sqrt|z| · sqrt|π|`` so that it is finite wherever ``z`` and ``π`` are (``z π`` itself
+    overflows float16 at 300 · 300); the square roots are taken of a safe value (1) where
+    ``z π <= 0`` so that no NaN enters the backward pass there (the gradient is zero in that
+    region). Near ``z = 0`` the gradient in ``z`` grows like ``sqrt|π| / (2 sqrt|z|)``.
 
     Shapes
     ------
@@ -107,10 +109,13 @@ def combine_geometric(z: Tensor, pi: Tensor) -> Tensor:
     check_tensor(pi, "pi", "(...)", like=z)
     if z.shape != pi.shape:
         raise ValueError(f"z and pi must have the same shape, got {shape_of(z)} and {shape_of(pi)}")
-    product = z * pi
-    positive = product > 0
-    safe = torch.where(positive, product, torch.ones_like(product))
-    return torch.where(positive, torch.sign(z) * torch.sqrt(safe), torch.zeros_like(product))
+    positive = torch.sign(z) * torch.sign(pi) > 0  # not z * pi > 0: the product may overflow
+    one = torch.ones_like(z)
+    # sqrt|z| · sqrt|π| (finite wherever z and π are), of safe values (1) off the region
+    root = torch.sqrt(torch.where(positive, z.abs(), one)) * torch.sqrt(
+        torch.where(positive, pi.abs(), one)
+    )
+    return torch.where(positive, torch.sign(z) * root, torch.zeros_like(z))
 
 
 class GAMRelativeAttention(nn.Module):
