@@ -40,7 +40,9 @@ help:
 	@echo "make setup  only create .venv; TORCH_INDEX=cpu takes PyTorch's CPU-only wheel (README)"
 	@echo "make execute NB=notebooks/NN_topic.ipynb  re-run one notebook and store its outputs"
 	@echo "make bench  run the benchmarks and rewrite the tables of book/performance.md"
-	@echo "make study  run the full grid of chapter 10's study into book/study/ (resumable)"
+	@echo "            (and the packaged figure src/attnlab/figures/gam_scaling.png)"
+	@echo "make study  run the full grid of chapter 10's study into the package data"
+	@echo "            src/attnlab/study/results/ (resumable; chapter 10 reads that copy)"
 	@echo "make clean  remove _build, _extra and caches (keeps .venv)"
 
 # ---- set-up ---------------------------------------------------------------------------------
@@ -163,8 +165,10 @@ bench: setup
 
 # The full grid of chapter 10's study (940 runs, about 2 hours of training on 2 cores); resumes
 # from its CSV. Add --max-minutes M to stop starting runs after M minutes, --device cuda for a GPU.
+# It writes the package data (attnlab.study.packaged_results reads it), so the wheel ships it.
+STUDY_OUT := src/attnlab/study/results
 study: setup
-	$(PY) -m attnlab.study --grid full --out book/study
+	$(PY) -m attnlab.study --grid full --out $(STUDY_OUT)
 
 clean:
 	rm -rf _build _extra .pytest_cache .ruff_cache .hypothesis

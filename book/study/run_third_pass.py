@@ -3,9 +3,10 @@
 ``python book/study/run_third_pass.py WORKER DEADLINE_UTC`` (WORKER 1 or 2, deadline ``HH:MM``).
 Worker 1 trains ``far-k12`` then ``lr-edge`` forwards, worker 2 ``lr-edge`` backwards, and
 both then ``gapped-long`` (worker 1 forwards, worker 2 backwards). Each appends one row per
-run to ``book/study/results.csv`` and skips the keys the CSV already holds (re-read before
-each run); no run starts after the deadline. Afterwards
-``python -m attnlab.study --grid full --out book/study --report-only`` rewrites the report.
+run to ``src/attnlab/study/results/results.csv`` (the packaged copy) and skips the keys the
+CSV already holds (re-read before each run); no run starts after the deadline. Afterwards
+``python -m attnlab.study --grid full --out src/attnlab/study/results --report-only`` rewrites
+the report.
 """
 
 import sys

@@ -4,8 +4,8 @@
 Each worker trains its own list of configurations of ``grid("full")`` (worker 1:
 recall at 3e-3, ``lr-far``, recall at 1e-3, ``lr-other`` backwards; worker 2: recall at 1e-2,
 ``lr-gapped``, then ``lr-far``, recall at 1e-3 and ``lr-other`` from the other end)
-and appends one row per run to ``book/study/results.csv`` (one ``write`` per row, in append
-mode). Before each run it re-reads which keys the CSV holds, so neither repeats the other's
+and appends one row per run to the packaged ``src/attnlab/study/results/results.csv`` (one
+``write`` per row, in append mode). Before each run it re-reads which keys the CSV holds, so neither repeats the other's
 finished runs; no run starts after the deadline. Afterwards
 ``python -m attnlab.study --report-only`` rewrites the report.
 """
@@ -20,7 +20,8 @@ import torch
 from attnlab.study.grids import full_blocks
 from attnlab.study.runner import COLUMNS, CONFIG_COLUMNS, run_one
 
-CSV = Path(__file__).with_name("results.csv")
+# The packaged copy, read by chapter 10 through attnlab.study.packaged_results().
+CSV = Path(__file__).resolve().parents[2] / "src/attnlab/study/results/results.csv"
 
 
 def done_keys():
