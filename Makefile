@@ -23,8 +23,6 @@ else ifneq ($(TORCH_INDEX),)
 $(error TORCH_INDEX is 'cpu' or unset, not '$(TORCH_INDEX)')
 endif
 
-NBVAL_OPTS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg \
-              --nbval-cell-timeout=600 -p no:cacheprovider
 BOOK_OPTS  := -W -n --keep-going
 
 .PHONY: help setup book pdf test lint unit nbval pdf-check book-strict browser lab execute bench \
@@ -34,14 +32,17 @@ help:
 	@echo "make book   set up .venv, then build the HTML book into _build/html"
 	@echo "make pdf    build the whole book as one PDF, _build/latex/attnlab.pdf (installs"
 	@echo "            Debian's TeX Live with scripts/ensure_texlive.sh when it is missing)"
-	@echo "make test   set up .venv, then lint, unit tests, strict nbval, the PDF and its check,"
+	@echo "make test   set up .venv, then lint, unit tests, strict nbval of each notebook alone"
+	@echo "            from the wheel in a fresh venv, the PDF and its check,"
 	@echo "            strict book build, browser tests of every built page"
 	@echo "make lab    open the notebooks in JupyterLab (as root: with --allow-root)"
 	@echo "make setup  only create .venv; TORCH_INDEX=cpu takes PyTorch's CPU-only wheel (README)"
 	@echo "make execute NB=notebooks/NN_topic.ipynb  re-run one notebook and store its outputs"
 	@echo "make bench  run the benchmarks and rewrite the tables of book/performance.md"
+	@echo "            (and the packaged figure src/attnlab/figures/gam_scaling.png)"
+	@echo "make study  run the full grid of chapter 10's study into the package data"
+	@echo "            src/attnlab/study/results/ (resumable; chapter 10 reads that copy)"
 	@echo "make student  rewrite the student editions in student/ from the chapters"
-	@echo "make study  run the full grid of chapter 10's study into book/study/ (resumable)"
 	@echo "make clean  remove _build, _extra and caches (keeps .venv)"
 
 # ---- set-up ---------------------------------------------------------------------------------
@@ -108,11 +109,17 @@ unit: setup
 	@echo "==> [2/6] unit tests (pytest tests/)"
 	@bash scripts/ensure_sandbox.sh; rc=$$?; \
 	  if [ $$rc -eq 1 ]; then echo "make test: FAILED at unit tests (no grading sandbox)"; exit 1; fi
-	@SECONDS=0; $(BIN)/pytest tests/ -q --ignore=tests/test_offline.py || { echo "make test: FAILED at unit tests"; exit 1; }; echo "    unit tests took $${SECONDS}s"
+	@SECONDS=0; $(BIN)/pytest tests/ -q --ignore=tests/test_offline.py --ignore=tests/wheel || { echo "make test: FAILED at unit tests"; exit 1; }; echo "    unit tests took $${SECONDS}s"
 
+# Every chapter alone, from the wheel: build attnlab's wheel, install it with [book,course] into
+# a fresh venv outside the repository (from the wheelhouse _build/wheels of the pinned versions,
+# filled from the index once), run tests/wheel against it, then strict nbval on each notebook
+# copied alone into an empty folder, with that venv's kernel (scripts/nbval_alone.sh).
+# `make nbval NB=notebooks/NN_topic.ipynb` checks one notebook that way.
 nbval: setup
-	@echo "==> [3/6] strict nbval on every notebook"
-	@SECONDS=0; $(BIN)/pytest $(NBVAL_OPTS) notebooks/ -q --durations=5 || { echo "make test: FAILED at nbval"; exit 1; }; echo "    nbval took $${SECONDS}s"
+	@echo "==> [3/6] the wheel in a fresh venv, then strict nbval on every notebook alone"
+	@SECONDS=0; ATTNLAB_PIP_INDEX="$(PIP_INDEX)" bash scripts/nbval_alone.sh $(PY) $(NB) || \
+	  { echo "make test: FAILED at nbval"; exit 1; }; echo "    nbval stage took $${SECONDS}s"
 
 # Without TeX Live and no way to install it (not root, CI unset), the stage is skipped loudly and
 # an older PDF is removed, so the HTML never links a PDF this run did not check.
@@ -167,10 +174,12 @@ bench: setup
 student: setup
 	$(PY) -m attnlab.assign notebooks/ --out student/ --force
 
-# The full grid of chapter 10's study (940 runs, about 2 hours of training on 2 cores); resumes
-# from its CSV. Add --max-minutes M to stop starting runs after M minutes, --device cuda for a GPU.
+# The full grid of chapter 10's study (940 runs, about 2 hours of training on 2 cores) on a local
+# Dask cluster (--workers N; --scheduler ADDRESS for a running one); resumes from its CSV. Add --max-minutes M to stop starting runs after M minutes, --device cuda for a GPU.
+# It writes the package data (attnlab.study.packaged_results reads it), so the wheel ships it.
+STUDY_OUT := src/attnlab/study/results
 study: setup
-	$(PY) -m attnlab.study --grid full --out book/study
+	$(PY) -m attnlab.study --grid full --out $(STUDY_OUT)
 
 clean:
 	rm -rf _build _extra .pytest_cache .ruff_cache .hypothesis

@@ -8,7 +8,7 @@
 * ``gam_scaling``: the same two against ``n`` (M = 32, 2 brains, power 2). The naive version
   is run only while its feature array, ``n² M² · 8`` bytes, stays within ``NAIVE_CAP_BYTES``;
   it stops there by computation, never by running out of memory. Also writes the figure
-  ``book/figures/gam_scaling.png``.
+  ``src/attnlab/figures/gam_scaling.png`` (package data).
 * ``gam_torch``: forward + backward of ``attnlab.nn.GeneralizedAttention``, on its explicit
   path (``need_weights=True``) and its fused path (the default), against
   ``attnlab.nn.MultiHeadAttention`` (or ``torch.nn.MultiheadAttention`` if that is not there),
@@ -41,7 +41,9 @@ from attnlab.nn import GeneralizedAttention  # noqa: E402
 
 M, N_BRAINS = 32, 2
 NAIVE_CAP_BYTES = 512 * 2**20  # the naive (n, n, M, M) float64 feature array may use 512 MiB
-FIGURE = Path(__file__).resolve().parents[1] / "book" / "figures" / "gam_scaling.png"
+# Package data: chapter 08 shows it through attnlab.resources.figure_png, the Performance page
+# includes the same file.
+FIGURE = Path(__file__).resolve().parents[1] / "src" / "attnlab" / "figures" / "gam_scaling.png"
 
 
 def naive_gam_logits(y: np.ndarray, b: np.ndarray, n1: float = 1, coeffs=None) -> np.ndarray:

@@ -291,3 +291,24 @@ def test_parameter_counts_differ_as_expected():
     assert attn_params("gam-p1-b2") == 2 * h * d * d + 2 * h + 2 * linear
     assert attn_params("luong") == h * d * d + 2 * linear
     assert isinstance(make_attention("luong", d, h, 6, False).inner.heads[0].w, nn.Linear)
+
+
+def test_read_results_raises_on_a_missing_file_unless_asked(tmp_path):
+    # Issue 28: a missing CSV silently read as [] left chapter 10 with empty tables.
+    path = tmp_path / "results.csv"
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        read_results(path)
+    assert read_results(path, missing_ok=True) == []  # a grid that has not started
+    path.write_text("")
+    with pytest.raises(ValueError, match="is empty"):
+        read_results(path)
+    assert read_results(path, missing_ok=True) == []
+    assert not (tmp_path / "other").exists()
+    with pytest.raises(ValueError, match="is not a file"):
+        read_results(tmp_path, missing_ok=True)  # a folder is never "no results"
+
+
+def test_run_grid_starts_a_new_csv(tmp_path):
+    path = tmp_path / "new" / "results.csv"
+    rows = run_grid([_fast(seed=0)], path, progress=False, runner=lambda c: run_one(c, chunk=10))
+    assert len(rows) == 1 and read_results(path) == rows

@@ -1,4 +1,4 @@
-"""Chapter 10 quotes only numbers that book/study/results.csv (or timing.md) gives.
+"""Chapter 10 quotes only numbers that the packaged results.csv (or timing.md) gives.
 
 Every number in the chapter's results prose is a myst-nb ``glue`` reference. This test reads
 the values glued into the stored notebook and recomputes each one from the committed CSV with
@@ -21,8 +21,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "10_gam_study.ipynb"
-CSV = ROOT / "book" / "study" / "results.csv"
-TIMING = ROOT / "book" / "study" / "timing.md"
+# The package data chapter 10 reads (attnlab.study.packaged_results); read here by path.
+CSV = ROOT / "src" / "attnlab" / "study" / "results" / "results.csv"
+TIMING = ROOT / "src" / "attnlab" / "study" / "results" / "timing.md"
 #: t_{0.975, df} from a printed table (Student's t), for df = 1 … 9.
 T = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 GLUE_ROLE = re.compile(r"\{glue:md\}`([^`]+)`")

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from attnlab.study.__main__ import main, parse_args
+from attnlab.study.runner import COLUMNS
 
 
 def _cli(*args, cwd=None):
@@ -84,6 +85,26 @@ def test_parse_args_accepts_good_arguments(tmp_path):
     assert args.grid == "full" and args.threads == 2 and args.device.type in ("cpu", "cuda")
 
 
-def test_report_only_on_an_empty_folder_writes_a_report(tmp_path, capsys):
+@pytest.mark.parametrize("make_folder", [False, True])
+def test_report_only_without_a_results_csv_is_a_one_line_error(tmp_path, make_folder):
+    # Issue 28: a report of nothing used to exit 0 with an empty summary.
+    out = tmp_path / "empty"
+    if make_folder:
+        out.mkdir()
+    status, stdout, stderr = _cli("--grid", "reduced", "--out", str(out), "--report-only")
+    _one_line_error(status, stderr, "--report-only needs")
+    assert "results.csv" in stderr and "does not exist" in stderr and stdout == ""
+    assert out.exists() == make_folder and (not make_folder or list(out.iterdir()) == [])
+
+
+def test_report_only_on_an_empty_results_csv_is_a_one_line_error(tmp_path):
+    (tmp_path / "results.csv").write_text("")
+    status, _, stderr = _cli("--grid", "reduced", "--out", str(tmp_path), "--report-only")
+    _one_line_error(status, stderr, "is empty")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv"]
+
+
+def test_report_only_on_a_started_grid_writes_a_report(tmp_path, capsys):
+    (tmp_path / "results.csv").write_text(",".join(COLUMNS) + "\n")  # a grid with no run yet
     main(["--grid", "reduced", "--out", str(tmp_path), "--report-only", "--timing-rounds", "0"])
     assert (tmp_path / "summary.md").exists() and "0 of 8 runs" in capsys.readouterr().out

@@ -1,4 +1,5 @@
-"""Pilot for the recall block's training length (book/study/timing.md describes it).
+"""Pilot for the recall block's training length (``src/attnlab/study/results/timing.md``
+describes it).
 
 Trains each recall configuration of the full grid for ``MAX_STEPS`` steps at the default rate
 on the given seeds, keeps the whole loss history, and applies the study's flatness rule

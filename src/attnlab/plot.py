@@ -285,3 +285,45 @@ def shape_flow(
         numbers = ", ".join(str(v) for v in expected)
         labels.append(f"{name}\n({axes})\n= ({numbers})")
     return flow_diagram(ax, labels, arrows=arrows)
+
+
+def glue(name: str, value: object, display: bool = True) -> None:
+    """Glue ``value`` under ``name`` for the book's ``{glue:md}`` roles; a no-op without myst-nb.
+
+    With myst-nb installed (``attnlab[book]``, the book's build) this is ``myst_nb.glue``: the
+    value's display data is stored in the cell's output, where the built page's
+    ``{glue:md}`name``` role finds it. Without it (a runtime that installed attnlab alone)
+    nothing is stored and, with ``display=True``, the value is shown as an ordinary output, so
+    the chapter still runs top to bottom; only the built book needs the glued values.
+
+    Parameters
+    ----------
+    name : str
+        The name the markdown cites, unique in the notebook.
+    value : object
+        What to glue (for example ``IPython.display.Markdown("0.95")``).
+    display : bool, default True
+        Whether to show the value in the cell's output as well.
+
+    Raises
+    ------
+    TypeError
+        If ``name`` is not a string or ``display`` not a bool.
+    ValueError
+        If ``name`` is empty or holds whitespace (a role could not cite it).
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, got {type(name).__name__}")
+    if not name or any(ch.isspace() for ch in name):
+        raise ValueError(f"name must be a non-empty string without whitespace, got {name!r}")
+    if not isinstance(display, bool):
+        raise TypeError(f"display must be a bool, got {type(display).__name__}")
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:  # no myst-nb: nothing to glue into, the chapter runs on
+        if display:
+            from IPython.display import display as show
+
+            show(value)
+        return
+    myst_glue(name, value, display=display)

@@ -15,17 +15,22 @@ GPU with ``--device cuda``):
 - ``attnlab.study.grids``: the named grids (``"full"``, ``"reduced"``), in priority order;
 - ``attnlab.study.stats``: means with 95 % t-intervals over seeds, the learning rate chosen
   on the validation split, and the rule "different only when the intervals separate";
-- ``attnlab.study.report``: tables and figures from the CSV, side-by-side step times.
+- ``attnlab.study.report``: tables and figures from the CSV, side-by-side step times;
+- ``attnlab.study.packaged``: the finished results shipped with the package
+  (:func:`packaged_results`, :func:`packaged_text`), which chapter 10 reads.
 
 Command line (writes ``results.csv``, ``summary.md``, ``timing.md`` and PNG figures into
 ``--out``)::
 
-    python -m attnlab.study --grid full --out book/study
+    python -m attnlab.study --grid full --out src/attnlab/study/results
+
+(``make study``; that folder is package data, so the wheel ships what the command wrote).
 """
 
 from attnlab.study.engine import DriverLock, GridLocked, dask_executor, run_grid
 from attnlab.study.grids import GRIDS, grid
 from attnlab.study.models import Block, StudyModel
+from attnlab.study.packaged import packaged_results, packaged_text
 from attnlab.study.report import (
     accuracy_markdown,
     plot_accuracy,
@@ -46,6 +51,7 @@ from attnlab.study.runner import (
     RunConfig,
     build_model,
     evaluate,
+    parse_results,
     read_results,
     resolve_device,
     run_one,
@@ -71,7 +77,8 @@ __all__ = [
     "POSITIONS", "RESULT_COLUMNS", "TEST_SIZE", "VAL_SIZE", "AttentionSpec", "Block",
     "CorpusShawAttention", "LuongSelfAttention", "RunConfig", "SelfAttentionSlot", "StudyModel",
     "accuracy_markdown", "build_model", "evaluate", "grid", "make_attention", "plot_accuracy",
-    "plot_curves", "plot_embedding_ablation", "read_results", "resolve_device", "run_grid",
+    "packaged_results", "packaged_text", "parse_results", "plot_curves",
+    "plot_embedding_ablation", "read_results", "resolve_device", "run_grid",
     "run_one", "find", "separated", "summarize", "summary_markdown", "t_interval", "task_loss",
     "time_attentions", "timing_markdown", "token_cross_entropy", "uses_embedding",
     "write_report",

@@ -2,10 +2,10 @@
 
 Runs a named grid (resuming from ``DIR/results.csv``) on a local Dask cluster of ``--workers``
 processes (one thread each; ``--workers 0`` runs it in this process) or on a running Dask
-scheduler (``--scheduler tcp://host:8786``), then writes ``summary.md``, the
-figures and ``timing.md`` into ``DIR``. Bad arguments and a ``results.csv`` that this study did
-not write end in one line on standard error (exit status 2), never a traceback, and such a
-file is left untouched.
+scheduler (``--scheduler tcp://host:8786``), then writes ``summary.md``, the figures and
+``timing.md`` into ``DIR``. Bad arguments, a ``results.csv`` that this study did not write and
+``--report-only`` without a ``results.csv`` end in one line on standard error (exit status 2),
+never a traceback, and such a file is left untouched.
 """
 
 from __future__ import annotations
@@ -91,7 +91,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         fail(PROG, f"--out cannot be created: {blocker} is a file")
     try:
         args.device = resolve_device(args.device)
-        read_results(out / "results.csv")  # refuses a foreign CSV before anything runs
+        # Refuses a foreign CSV before anything runs; a report needs a CSV to report on.
+        read_results(out / "results.csv", missing_ok=not args.report_only)
+    except FileNotFoundError:
+        fail(PROG, f"--report-only needs {out / 'results.csv'}, which does not exist "
+                   "(run the grid first, without --report-only)")  # fmt: skip
     except ValueError as error:
         fail(PROG, str(error))
     return args
@@ -136,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"start {time.strftime('%Y-%m-%d %H:%M:%S')}, load average {load[0]:.1f}")
     configs = grid(args.grid)
     if args.report_only:
-        rows = read_results(out / "results.csv")
+        rows = read_results(out / "results.csv")  # parse_args checked that it exists
     else:
         rows = _run(args, configs, out)
     minutes = (time.perf_counter() - start) / 60

@@ -217,7 +217,8 @@ def run_grid(
     check_int(in_flight, "in_flight", minimum=1)
     out_csv = Path(out_csv)
     with DriverLock(out_csv.parent):  # before reading: reading may repair the last line
-        done = {tuple(row[c] for c in CONFIG_COLUMNS): row for row in read_results(out_csv)}
+        previous = read_results(out_csv, missing_ok=True)  # a new grid starts from nothing
+        done = {tuple(row[c] for c in CONFIG_COLUMNS): row for row in previous}
         _new_csv(out_csv, COLUMNS)
         todo = [c for c in configs if c.key() not in done]
         bar = tqdm(total=len(todo), desc="study", unit="run", disable=not progress)

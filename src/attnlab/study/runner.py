@@ -5,8 +5,9 @@
 - :func:`run_one`: train it from scratch; measure accuracy on a validation split (used only to
   choose the learning rate), on a test split (never used for a choice) and, where the model
   allows other lengths, on longer test sequences (length generalisation);
-- :func:`read_results` reads a results CSV and refuses a foreign one (the grid that writes
-  it, :func:`~attnlab.study.engine.run_grid`, is in :mod:`attnlab.study.engine`).
+- :func:`read_results` reads a results CSV and refuses a foreign one (:func:`parse_results`
+  reads its text); the grid that writes it, :func:`~attnlab.study.engine.run_grid`, is in
+  :mod:`attnlab.study.engine`.
 """
 
 from __future__ import annotations
@@ -268,24 +269,36 @@ def run_one(config: RunConfig, chunk: int = 50, device: str = "cpu") -> dict[str
     return row
 
 
-def read_results(path: str | os.PathLike) -> list[dict[str, str]]:
+def read_results(path: str | os.PathLike, *, missing_ok: bool = False) -> list[dict[str, str]]:
     """Read the finished rows of a results CSV, repairing an interrupted last line.
 
     The header is checked first: a file whose first line is not the study's ``COLUMNS`` (a
     CSV of some other layout, or any other file) raises and is left untouched. In a study
     CSV, a run that was killed while its row was being written can leave a last line
     without its newline; that fragment is cut off the file (so the next row starts on a fresh
-    line) and not returned. Rows with a missing field are dropped likewise. A missing or
-    empty file gives ``[]``.
+    line) and not returned. Rows with a missing field are dropped likewise.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The CSV.
+    missing_ok : bool, default False
+        Whether a missing or empty file is a grid that has not started (``[]``), as for
+        :func:`run_grid` resuming; by default it raises, so a reader of finished results
+        (chapter 10, ``--report-only``) never reports on nothing.
 
     Raises
     ------
+    FileNotFoundError
+        If the file does not exist and ``missing_ok`` is false.
     ValueError
-        If the file is not a results CSV of this study.
+        If the file is not a results CSV of this study (or is empty, unless ``missing_ok``).
     """
     path = Path(path)
     if not path.exists():
-        return []
+        if missing_ok:
+            return []
+        raise FileNotFoundError(f"{path} does not exist: no results to read")
     if not path.is_file():
         raise ValueError(f"{path} is not a file")
     try:
@@ -293,16 +306,34 @@ def read_results(path: str | os.PathLike) -> list[dict[str, str]]:
     except UnicodeDecodeError:
         raise ValueError(f"{path} is not a results CSV of the study (not UTF-8 text)") from None
     if not text:
-        return []
+        if missing_ok:
+            return []
+        raise ValueError(f"{path} is empty, not a results CSV of this study")
+    rows = parse_results(text, str(path))
+    if not text.endswith("\n"):
+        path.write_text(text[: text.rfind("\n") + 1], encoding="utf-8")
+    return rows
+
+
+def parse_results(text: str, source: str = "the text") -> list[dict[str, str]]:
+    """The finished rows of the text of a results CSV (:func:`read_results` without the file).
+
+    A last line without its newline (a row being written) and rows with a missing field are
+    dropped. ``source`` names the text in the error message.
+
+    Raises
+    ------
+    ValueError
+        If the first line is not the study's ``COLUMNS``.
+    """
     header = next(csv.reader([text.split("\n", 1)[0]]), [])
     if tuple(header) != COLUMNS:
         shown = ",".join(header)[:80]
         raise ValueError(
-            f"{path} is not a results CSV of this study: its header is {shown!r}, expected "
+            f"{source} is not a results CSV of this study: its header is {shown!r}, expected "
             f"{','.join(COLUMNS[:4])},... ({len(COLUMNS)} columns); the file was left untouched"
         )
     if not text.endswith("\n"):
         text = text[: text.rfind("\n") + 1]
-        path.write_text(text, encoding="utf-8")
     reader = csv.DictReader(text.splitlines())
     return [row for row in reader if all(row.get(c) not in (None, "") for c in COLUMNS)]
