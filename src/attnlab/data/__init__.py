@@ -13,27 +13,6 @@ The names of the first two are re-exported here, so ``from attnlab.data import d
 works; they are documented on this page.
 """
 
-from attnlab.data.generators import DATE_FORMATS, date_task, format_date, lookup_task
-from attnlab.data.sequences import (
-    BOS_ID,
-    PAD_ID,
-    SPECIALS,
-    SequenceTask,
-    Vocab,
-    batch_indices,
-    pad_sequences,
-)
-
-__all__ = [
-    "PAD_ID",
-    "BOS_ID",
-    "SPECIALS",
-    "DATE_FORMATS",
-    "Vocab",
-    "SequenceTask",
-    "pad_sequences",
-    "batch_indices",
-    "format_date",
-    "date_task",
-    "lookup_task",
-]
+# The generators and the containers they fill (generators.py re-exports those of sequences.py).
+from attnlab.data.generators import *  # noqa: F403
+from attnlab.data.generators import __all__  # noqa: F401
