@@ -46,6 +46,18 @@ class _Explicit(torch.nn.Module):
         return self.inner(*args, need_weights=True)[0]
 
 
+class _RotaryScores(torch.nn.Module):
+    """``RotaryEmbedding`` followed by the scores ``q' k'ᵀ`` (so both inputs get gradients)."""
+
+    def __init__(self, layout: str) -> None:
+        super().__init__()
+        self.rope = ann.RotaryEmbedding(4, layout=layout)
+
+    def forward(self, q, k):
+        q, k = self.rope(q, k)
+        return q @ k.transpose(-1, -2)
+
+
 def parity_cases() -> dict[str, tuple[Callable[[], torch.nn.Module], Callable]]:
     """name -> (build the module, make the inputs on a device in float64)."""
 
@@ -71,6 +83,9 @@ def parity_cases() -> dict[str, tuple[Callable[[], torch.nn.Module], Callable]]:
         g = torch.Generator().manual_seed(2)
         q, k, v = torch.randn(3, 2, 2, 6, 4, generator=g, dtype=torch.float64).to(dev)
         return q, k, v, torch.tril(torch.ones(6, 6, dtype=torch.bool, device=dev))
+
+    def qk(dev):  # (batch, heads, n, d_k) queries and keys for RoPE
+        return qkv_mask(dev)[:2]
 
     return {
         "ScaledDotProductAttention": (lambda: ann.ScaledDotProductAttention(), qkv_mask),
@@ -105,6 +120,8 @@ def parity_cases() -> dict[str, tuple[Callable[[], torch.nn.Module], Callable]]:
             x_kw_mask,
         ),
         "ShawRelativeAttention": (lambda: ann.ShawRelativeAttention(8, 2, 3), x_mask),
+        "RotaryEmbedding(interleaved)": (lambda: _RotaryScores("interleaved"), qk),
+        "RotaryEmbedding(half)": (lambda: _RotaryScores("half"), qk),
     }
 
 

@@ -24,6 +24,7 @@ from _contract import (
 from hypothesis import strategies as st
 
 import attnlab as al
+import attnlab.nn as ann
 from attnlab.nn import GAMRelativeAttention, ShawRelativeAttention
 
 
@@ -36,6 +37,11 @@ def _conv_dims(draw):
     s = draw(st.integers(1, 5))
     c = draw(st.integers(0, (s - 1) // 2))
     return {"s": s, "o": 2 * c + 1, "din": draw(st.integers(1, 3)), "dout": draw(st.integers(1, 3))}
+
+
+def _rotary_dims(draw):
+    """Sizes for RoPE: any batch, heads and length, an even width ``d`` (pairs)."""
+    return {**dims(b=(1, 2), h=(1, 2), n=(1, 4))(draw), "d": 2 * draw(st.integers(1, 3))}
 
 
 def _gam_dims(draw):
@@ -131,6 +137,14 @@ NUMPY_SPECS = [
         exact_rank=("z", "pi"),
     ),
     Spec(
+        "apply_rotary",
+        {"x": ("b", "n", "d")},
+        _rotary_dims,
+        lambda a, p: al.apply_rotary(a["x"], **numpy_params(p)),
+        floats={"base": 10000.0},
+        empty=("d",),  # n = 0 rotates nothing and is legal, as sinusoidal_positions(0, d)
+    ),
+    Spec(
         "convolution_as_attention",
         {"x": ("s", "din"), "kernel": ("o", "din", "dout")},
         _conv_dims,
@@ -160,7 +174,32 @@ _gam_module = module_call(
 )
 
 
+def _rotary_module(a, p):
+    q = a["q"]
+    d = q.shape[-1] if len(q.shape) == 4 and q.shape[-1] >= 2 else 2  # for a broken input
+    return ann.RotaryEmbedding(d, **numpy_params(p))(a["q"], a["k"])
+
+
 TORCH_SPECS = [
+    Spec(
+        "nn.apply_rotary",
+        {"x": ("b", "n", "d")},
+        _rotary_dims,
+        lambda a, p: ann.apply_rotary(a["x"], **numpy_params(p)),
+        backend="torch",
+        floats={"base": 10000.0},
+        empty=("d",),
+    ),
+    Spec(
+        "RotaryEmbedding",
+        {"q": ("b", "h", "n", "d"), "k": ("b", "h", "n", "d")},
+        _rotary_dims,
+        _rotary_module,
+        backend="torch",
+        floats={"base": 10000.0},
+        free=("b", "h"),  # k may have other heads (grouped queries): RoPE does not mix them
+        empty=("d",),
+    ),
     self_attention_spec(
         "ShawRelativeAttention",
         dims(b=(1, 2), s=(2, 4), d=(1, 4)),  # s = 1: a (1, 1) mask broadcasts, legally
@@ -195,6 +234,7 @@ def test_specs_cover_every_array_function_of_the_package():
         "gam_relative_vectors",
         "circular_offsets",
         "convolution_attention_params",
+        "rotary_angles",  # sizes only; its bad input is in tests/test_rotary.py
     }
     import attnlab.positions as positions
 

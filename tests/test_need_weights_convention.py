@@ -54,6 +54,7 @@ ALWAYS_PAIRS = {
     "AttentionHead": "chapter 06's single head; its probabilities are plotted",
     "LuongAttention": "chapter 07's score; the decoder keeps its alignments",
     "LuongSeq2Seq": "not an attention layer: logits and every step's alignments",
+    "RotaryEmbedding": "not an attention layer: it returns the rotated (q, k), no weights",
 }
 
 

@@ -137,6 +137,17 @@ CASES: dict[str, Case] = {
         ),
         meta=False,
     ),
+    "apply_rotary": Case(
+        lambda: None,
+        lambda _, dev: (
+            ann.apply_rotary(_x(dev)),
+            ann.apply_rotary(_x(dev), torch.arange(3, 8, device=dev), layout="half"),
+        ),
+    ),
+    "RotaryEmbedding": Case(
+        lambda: ann.RotaryEmbedding(8),
+        lambda m, dev: (m(_x(dev)[:, None], _x(dev)[:, None]), m(_x(dev), _x(dev))),
+    ),
     "ShawRelativeAttention": Case(
         lambda: ann.ShawRelativeAttention(8, 2, 3),
         lambda m, dev: (

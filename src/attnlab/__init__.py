@@ -16,6 +16,7 @@ from attnlab.images import image_to_patches, patches_to_image
 from attnlab.luong import column_to_row, luong_attention, luong_scores, row_to_column
 from attnlab.multihead import merge_heads, multi_head_attention, split_heads
 from attnlab.positions import (
+    apply_rotary,
     combine_geometric,
     combine_linear,
     convolution_as_attention,
@@ -24,6 +25,7 @@ from attnlab.positions import (
     gam_relative_attention,
     gam_relative_vectors,
     relative_position_index,
+    rotary_angles,
     shaw_attention,
     sinusoidal_positions,
     sinusoidal_shift_matrix,
@@ -59,6 +61,8 @@ __all__ = [
     "shaw_attention",
     "sinusoidal_positions",
     "sinusoidal_shift_matrix",
+    "rotary_angles",
+    "apply_rotary",
 ]
 
 __version__ = "0.1.0"

@@ -20,6 +20,7 @@ from attnlab.nn.grouped import grouped_query_attention
 from attnlab.nn.luong_attention import LuongAttention
 from attnlab.nn.multihead import AttentionHead, MultiHeadAttention, to_torch_attn_mask
 from attnlab.nn.positions import GAMRelativeAttention, ShawRelativeAttention
+from attnlab.nn.rotary import RotaryEmbedding, apply_rotary
 from attnlab.nn.seq2seq import LuongSeq2Seq
 
 # Luong's names come from their defining modules, not from the facade attnlab.nn.luong, so
@@ -41,4 +42,6 @@ __all__: list[str] = [
     "signed_power",
     "GAMRelativeAttention",
     "ShawRelativeAttention",
+    "apply_rotary",
+    "RotaryEmbedding",
 ]
