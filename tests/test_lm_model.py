@@ -13,7 +13,7 @@ from attnlab.lm.blocks import GELUMLP, CausalSelfAttention, RMSNorm, SwiGLU, cau
 from attnlab.lm.model import CharTransformer, LMConfig
 from attnlab.lm.training import bits_per_char, generate, random_windows, train_lm
 
-POSITIONS = ["learned", "sinusoidal"]
+POSITIONS = ["learned", "sinusoidal", "rotary"]
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
