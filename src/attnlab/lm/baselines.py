@@ -1,11 +1,11 @@
 """What a language model must beat: interpolated Kneser–Ney n-grams and xz (numpy only).
 
 :class:`KneserNey` is the interpolated Kneser–Ney character model of order ``n``
-{cite}`chen1999empirical`: the highest order uses discounted counts, every lower order uses
-*continuation* counts (in how many distinct contexts a string was seen), and the unigram is
-interpolated with the uniform distribution over the vocabulary, so every id (``<unk>``
-included) has a non-zero probability. One absolute discount ``D`` serves every order;
-:func:`tune_discount` picks it on the validation split.
+(Kneser and Ney 1995; Chen and Goodman 1999): the highest order uses discounted counts,
+every lower order uses *continuation* counts (in how many distinct contexts a string was
+seen), and the unigram is interpolated with the uniform distribution over the vocabulary,
+so every id (``<unk>`` included) has a non-zero probability. One absolute discount ``D``
+serves every order; :func:`tune_discount` picks it on the validation split.
 
 :func:`xz_bits_per_char` is the conditional compressed size of a test text given the
 training text, ``8 · (|xz(train + test)| − |xz(train)|) / |test|`` bits per character, with

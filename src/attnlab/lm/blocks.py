@@ -1,12 +1,12 @@
 """The parts of a decoder block: RMSNorm, two MLPs and causal multi-head self-attention.
 
-Pre-norm decoder blocks (GPT-2 {cite}`radford2019language`, {cite}`xiong2020layer`) apply
+Pre-norm decoder blocks (GPT-2, Radford et al. 2019; Xiong et al. 2020) apply
 ``x + attention(norm(x))`` then ``x + mlp(norm(x))``. Today's small models make three choices
 in them that this module offers beside the 2017 ones:
 
-* :class:`RMSNorm` {cite}`zhang2019root` beside ``nn.LayerNorm``: divide by the root mean
+* :class:`RMSNorm` (Zhang and Sennrich 2019) beside ``nn.LayerNorm``: divide by the root mean
   square of the features, no mean subtraction, no bias.
-* :class:`SwiGLU` {cite}`shazeer2020glu` beside the GELU MLP (:class:`GELUMLP`): a gated
+* :class:`SwiGLU` (Shazeer 2020) beside the GELU MLP (:class:`GELUMLP`): a gated
   MLP, ``(silu(x W_1) ⊙ x W_3) W_2``.
 * bias-free projections everywhere.
 
