@@ -131,3 +131,37 @@ def test_the_vocabulary_comes_from_training_and_maps_unseen_characters_to_unk():
 def test_bad_arguments(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_the_corpus_is_read_from_a_built_wheel(tmp_path):
+    """Build the wheel, then import attnlab from it alone (zipimport): the corpus and the
+    stored run are package data, found without the repository."""
+    import shutil
+    import subprocess
+    import sys
+
+    source = tmp_path / "source"  # a copy, so that setuptools' build/ stays out of the repo
+    shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("*.egg-info",
+                                                                              "__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copyfile(ROOT / name, source / name)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
+         "-q", "-w", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("attnlab-*.whl")
+    code = (
+        "import attnlab, hashlib; assert '.whl' in attnlab.__file__, attnlab.__file__\n"
+        "from attnlab.lm.corpus import load_text, SHAKESPEARE_TEXT_SHA256 as H\n"
+        "t = load_text(verify=True)\n"
+        "assert hashlib.sha256(t.encode()).hexdigest() == H\n"
+        "from attnlab.lm.stored import stored_record; stored_record()\n"
+        "print(len(t))"
+    )
+    env = {"PYTHONPATH": str(wheel), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "5057321"
