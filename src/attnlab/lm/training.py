@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from attnlab._validate import check_float, check_int
 
