@@ -9,7 +9,7 @@ serves every order; :func:`tune_discount` picks it on the validation split.
 
 :func:`xz_bits_per_char` is the conditional compressed size of a test text given the
 training text, ``8 · (|xz(train + test)| − |xz(train)|) / |test|`` bits per character, with
-Python's :mod:`lzma` at preset 9 (its 64 MiB dictionary holds the whole training text).
+Python's ``lzma`` at preset 9 (its 64 MiB dictionary holds the whole training text).
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ def xz_bits_per_char(train: str, test: str, preset: int = 9) -> float:
     train, test : str
         Texts, compressed as UTF-8 (for ASCII text one byte per character).
     preset : int
-        :mod:`lzma` preset, 0 … 9 (default 9, a 64 MiB dictionary).
+        ``lzma`` preset, 0 … 9 (default 9, a 64 MiB dictionary).
 
     Raises
     ------

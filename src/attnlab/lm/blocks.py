@@ -11,7 +11,7 @@ in them that this module offers beside the 2017 ones:
 * bias-free projections everywhere.
 
 :class:`CausalSelfAttention` computes its heads either with the book's
-:func:`attnlab.nn.scaled_dot_product_attention` and an explicit boolean lower-triangular
+:func:`attnlab.nn.attention.scaled_dot_product_attention` and an explicit boolean lower-triangular
 mask (``attention="book"``: the weights can be returned and plotted), or with PyTorch's
 ``F.scaled_dot_product_attention(..., is_causal=True)`` (``attention="sdpa"``), which knows
 the mask is causal without reading one and may therefore use its fused kernels.
@@ -135,8 +135,8 @@ class CausalSelfAttention(nn.Module):
         Model width.
     h : int
         Heads; must divide ``d`` (``d_k = d / h``).
-    attention : {"book", "sdpa"}
-        ``"book"``: :func:`attnlab.nn.scaled_dot_product_attention` with the boolean
+    attention : str
+        ``"book"``: :func:`attnlab.nn.attention.scaled_dot_product_attention` with the boolean
         :func:`causal_mask`; ``"sdpa"``: ``F.scaled_dot_product_attention(is_causal=True)``.
     rotary : torch.nn.Module, optional
         A rotary embedding ``rotary(q, k) -> (q, k)`` on ``(b, h, n, d_k)`` applied to the

@@ -240,7 +240,7 @@ class Corpus:
 
     Attributes
     ----------
-    train, valid, test : numpy.ndarray of int64
+    train, valid, test : numpy.ndarray
         ``(n_train,)``, ``(n_valid,)``, ``(n_test,)`` character ids.
     vocab : CharVocab
         Built from the training split only.

@@ -43,11 +43,15 @@ class LMConfig:
         Heads per block; must divide ``d``.
     context : int
         Longest input ``n`` (the size of a learned position table).
-    positions : {"learned", "sinusoidal", "rotary"}
-    norm : {"layernorm", "rmsnorm"}
-    mlp : {"gelu", "swiglu"}
+    positions : str
+        ``"learned"``, ``"sinusoidal"`` or ``"rotary"``.
+    norm : str
+        ``"layernorm"`` or ``"rmsnorm"``.
+    mlp : str
+        ``"gelu"`` or ``"swiglu"``:
         GELU with hidden width ``4d``, or SwiGLU with ``8d/3`` rounded up to a multiple of 8.
-    attention : {"book", "sdpa"}
+    attention : str
+        ``"book"`` or ``"sdpa"``.
         See :class:`attnlab.lm.blocks.CausalSelfAttention`.
 
     Raises

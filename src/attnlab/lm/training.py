@@ -145,7 +145,8 @@ def train_lm(
     Parameters
     ----------
     model : CharTransformer
-    train_ids : array or tensor of int, ``(N,)``
+    train_ids : array_like
+        Character ids, ``(N,)``.
     steps, batch : int
         Optimisation steps, windows per step (each ``model.config.context`` characters).
     lr, warmup, weight_decay, clip_norm : float, int, float, float
@@ -153,7 +154,7 @@ def train_lm(
     seed : int
         Seeds the window generator and ``torch.manual_seed``: the same seed on the same
         machine gives the same run.
-    valid_ids : array or tensor of int, optional
+    valid_ids : array_like, optional
         Every ``eval_every`` steps (and after the last), the bits per character of its first
         ``eval_chars`` characters go into the log row (``valid_bpc``).
     progress : bool
