@@ -34,6 +34,7 @@ CHAPTERS = (
     "08_generalized_attention",
     "09_positions",
     "10_gam_study",
+    "11_language_model",
 )
 COMPARISONS = {"allclose", "array_equal", "isclose", "equal", "array_equiv"}
 ERRATUM_LABEL = re.compile(r"^\(err-[\w-]+\)=", re.M)
