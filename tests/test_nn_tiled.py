@@ -162,9 +162,9 @@ def test_what_the_backward_pass_keeps_is_q_k_v_out_and_the_log_sum_exp():
     """Exactly the inputs, the output and one log-sum-exp per query: linear in n."""
     batch, d_k, d_v = 2, 8, 4
     kept, explicit = {}, {}
+    tiled = {"is_causal": True, "q_tile": 32, "k_tile": 32}
     for n in (128, 256, 512):
         q, k, v = _qkv((batch,), s_q=n, s_k=n, d_k=d_k, d_v=d_v, dtype=torch.float32)
-        tiled = {"is_causal": True, "q_tile": 32, "k_tile": 32}
         kept[n] = _saved_bytes(lambda q=q, k=k, v=v: tiled_attention(q, k, v, **tiled))
         explicit[n] = _saved_bytes(lambda q=q, k=k, v=v: ann.scaled_dot_product_attention(q, k, v))
         numbers = batch * n * (2 * d_k + d_v + d_v + 1)  # q, k, v, out, log-sum-exp
