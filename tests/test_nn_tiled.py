@@ -108,6 +108,22 @@ def test_scale_and_broadcast_leading_axes_match_the_builtin():
         torch.testing.assert_close(a, b, rtol=0, atol=1e-11)
 
 
+def test_queries_and_keys_shared_by_a_batch_of_values():
+    """Logits of batch 1 meet values (and a mask) of batch 3: the blocks broadcast."""
+    g = torch.Generator().manual_seed(12)
+    q, k = (torch.randn(1, 7, 4, generator=g, dtype=F64, requires_grad=True) for _ in range(2))
+    v = torch.randn(3, 7, 2, generator=g, dtype=F64, requires_grad=True)
+    mask = torch.rand(3, 7, 7, generator=g) > 0.3
+    mask[:, :, 0] = True
+    got = tiled_attention(q, k, v, mask, q_tile=3, k_tile=2)
+    ref = F.scaled_dot_product_attention(q.expand(3, 7, 4), k.expand(3, 7, 4), v, attn_mask=mask)
+    torch.testing.assert_close(got, ref, rtol=0, atol=1e-12)
+    mine = torch.autograd.grad(got.square().sum(), (q, k, v))
+    theirs = torch.autograd.grad(ref.square().sum(), (q, k, v))
+    for a, b in zip(mine, theirs, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-11)
+
+
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_gradcheck_at_small_sizes_with_a_mask_and_an_empty_row(is_causal):
     q, k, v = _qkv((2,), s_q=5, s_k=6, d_k=3, d_v=2, seed=4)

@@ -68,6 +68,14 @@ def _logits(q_i: Tensor, k_j: Tensor, block: Tensor | None, acc: torch.dtype) ->
     return s
 
 
+def _inplace(op, a: Tensor, b: Tensor) -> Tensor:
+    """``op(a, b)`` in place in ``a`` when ``a`` has the broadcast shape, else a new tensor
+    (the logits of queries and keys shared by a batch are smaller than the values' batch)."""
+    if a.shape == torch.broadcast_shapes(a.shape, b.shape):
+        return getattr(a, f"{op}_")(b)
+    return getattr(a, op)(b)
+
+
 def _forward(q, k, v, mask, causal, scale, q_tile, k_tile) -> tuple[Tensor, Tensor]:
     """Output ``(lead, s_q, d_v)`` and log-sum-exp ``(lead, s_q)`` (``+inf`` on empty rows)."""
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
@@ -90,7 +98,7 @@ def _forward(q, k, v, mask, causal, scale, q_tile, k_tile) -> tuple[Tensor, Tens
             m_new = torch.maximum(m, s.amax(dim=-1))
             m_safe = m_new.masked_fill(m_new == -math.inf, 0.0)  # a row with no key yet
             alpha = torch.exp(m - m_safe)  # rescales what was summed against the old maximum
-            p = torch.exp(s.sub_(m_safe[..., None]))  # masked keys: exp(-inf) = 0
+            p = torch.exp(_inplace("sub", s, m_safe[..., None]))  # masked keys: exp(-inf) = 0
             l = alpha * l + p.sum(dim=-1)  # noqa: E741
             o = alpha[..., None] * o + (p.to(v.dtype) @ v[..., j0:j1, :]).to(acc)
             m = m_new
@@ -120,11 +128,11 @@ def _backward(q, k, v, out, lse, d_out, mask, causal, scale, q_tile, k_tile):
                 continue
             q_i = q[..., i0:i1, :].to(acc) * scale
             s = _logits(q_i, k_j, block, acc)
-            p = torch.exp(s.sub_(lse[..., i0:i1, None]))  # the weights again, (…, tq, tk)
+            p = torch.exp(_inplace("sub", s, lse[..., i0:i1, None]))  # the weights again
             do_i = d_out[..., i0:i1, :]
             dv[..., j0:j1, :] += p.transpose(-2, -1) @ do_i  # dV = Pᵀ dO
             dp = do_i @ v_j.transpose(-2, -1)  # dP = dO Vᵀ
-            ds = p.mul_(dp.sub_(delta[..., i0:i1, None]))  # dS = P ∘ (dP - D)
+            ds = _inplace("mul", p, dp.sub_(delta[..., i0:i1, None]))  # dS = P ∘ (dP - D)
             dq[..., i0:i1, :] += (ds @ k_j).mul_(scale)  # S = scale · q kᵀ
             dk[..., j0:j1, :] += ds.transpose(-2, -1) @ q_i  # q_i already carries the scale
     return dq, dk, dv
