@@ -780,4 +780,4 @@ def test_gam_tiles_rule():
         q_tile, k_tile = gam_tiles(n)
         assert 1 <= k_tile <= max(1, n / 8) and k_tile <= MAX_TILE
         assert math.ceil(n / k_tile) >= min(8, n)  # at least eight key tiles (n >= 8)
-        assert q_tile == k_tile
+        assert q_tile == min(n, MAX_TILE)

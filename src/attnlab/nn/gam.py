@@ -48,18 +48,19 @@ def gam_tiles(n: int) -> tuple[int, int]:
     """The default tiles of GAM's tiled path at length ``n``: ``(q_tile, k_tile)``.
 
     Keys in at least eight tiles (``n // 8`` each, at least 1: a tile as long as the sequence
-    would be the explicit computation again), queries in tiles as long, both at most
-    :data:`MAX_TILE`, so that the largest temporary, one ``(q_tile, k_tile)`` block, stays
-    small at any ``n``.
+    would be the explicit computation again), queries in tiles of up to :data:`MAX_TILE`
+    (fewer, larger blocks: each block costs a dozen PyTorch calls, whatever its size), and keys
+    at most :data:`MAX_TILE` too, so that the largest temporary, one ``(q_tile, k_tile)``
+    block, stays at most 1 MiB in float32 at any ``n``.
 
     Examples
     --------
     >>> from attnlab.nn.gam import gam_tiles
     >>> gam_tiles(7), gam_tiles(1024), gam_tiles(8192)
-    ((1, 1), (128, 128), (512, 512))
+    ((7, 1), (512, 128), (512, 512))
     """
-    side = min(max(1, check_int(n, "n") // 8), MAX_TILE)
-    return side, side
+    n = check_int(n, "n")
+    return min(n, MAX_TILE), min(max(1, n // 8), MAX_TILE)
 
 
 class GeneralizedAttention(nn.Module):

@@ -98,9 +98,9 @@ def _forward(q, k, v, mask, causal, scale, q_tile, k_tile) -> tuple[Tensor, Tens
             m_new = torch.maximum(m, s.amax(dim=-1))
             m_safe = m_new.masked_fill(m_new == -math.inf, 0.0)  # a row with no key yet
             alpha = torch.exp(m - m_safe)  # rescales what was summed against the old maximum
-            p = torch.exp(_inplace("sub", s, m_safe[..., None]))  # masked keys: exp(-inf) = 0
+            p = _inplace("sub", s, m_safe[..., None]).exp_()  # masked keys: exp(-inf) = 0
             l = alpha * l + p.sum(dim=-1)  # noqa: E741
-            o = alpha[..., None] * o + (p.to(v.dtype) @ v[..., j0:j1, :]).to(acc)
+            o = o.mul_(alpha[..., None]).add_((p.to(v.dtype) @ v[..., j0:j1, :]).to(acc))
             m = m_new
         has_key = l > 0  # l >= 1 on every row that saw a key (its maximum adds exp(0) = 1)
         out[..., i0:i1, :] = o / torch.where(has_key, l, 1.0)[..., None]  # empty rows: 0
@@ -128,12 +128,12 @@ def _backward(q, k, v, out, lse, d_out, mask, causal, scale, q_tile, k_tile):
                 continue
             q_i = q[..., i0:i1, :].to(acc) * scale
             s = _logits(q_i, k_j, block, acc)
-            p = torch.exp(_inplace("sub", s, lse[..., i0:i1, None]))  # the weights again
+            p = _inplace("sub", s, lse[..., i0:i1, None]).exp_()  # the weights again
             do_i = d_out[..., i0:i1, :]
             dv[..., j0:j1, :] += p.transpose(-2, -1) @ do_i  # dV = Pᵀ dO
             dp = do_i @ v_j.transpose(-2, -1)  # dP = dO Vᵀ
             ds = _inplace("mul", p, dp.sub_(delta[..., i0:i1, None]))  # dS = P ∘ (dP - D)
-            dq[..., i0:i1, :] += (ds @ k_j).mul_(scale)  # S = scale · q kᵀ
+            dq[..., i0:i1, :].add_(ds @ k_j, alpha=scale)  # S = scale · q kᵀ
             dk[..., j0:j1, :] += ds.transpose(-2, -1) @ q_i  # q_i already carries the scale
     return dq, dk, dv
 
