@@ -48,9 +48,9 @@ def gam_tiles(n: int) -> tuple[int, int]:
     """The default tiles of GAM's tiled path at length ``n``: ``(q_tile, k_tile)``.
 
     Keys in at least eight tiles (``n // 8`` each, at least 1: a tile as long as the sequence
-    would be the explicit computation again), queries in tiles of up to :data:`MAX_TILE`
+    would be the explicit computation again), queries in tiles of up to ``MAX_TILE`` (512)
     (fewer, larger blocks: each block costs a dozen PyTorch calls, whatever its size), and keys
-    at most :data:`MAX_TILE` too, so that the largest temporary, one ``(q_tile, k_tile)``
+    at most ``MAX_TILE`` (512) too, so that the largest temporary, one ``(q_tile, k_tile)``
     block, stays at most 1 MiB in float32 at any ``n``.
 
     Examples
@@ -97,9 +97,9 @@ class GeneralizedAttention(nn.Module):
         one more forward pass of attention (see :func:`gam_fused_heads`). Default ``False``.
     tiled : bool
         Without weights, take the *tiled* path instead of the fused one: each brain through
-        :func:`attnlab.nn.tiled_attention` with its own ``d / h`` value columns, keeping only
+        :func:`~attnlab.nn.tiled.tiled_attention` with its own ``d / h`` value columns, keeping only
         its output and log-sum-exp for the backward pass (appendix A1). Default ``False``.
-    tiles : tuple of two int, optional
+    tiles : tuple of int, optional
         ``(q_tile, k_tile)`` of the tiled path; default :func:`gam_tiles` of each input's
         length.
 

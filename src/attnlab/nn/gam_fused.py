@@ -134,7 +134,7 @@ def _one_brain_tiled(
     weight: Tensor,
     tiles: tuple[int, int],
 ) -> Tensor:
-    """One brain through :func:`attnlab.nn.tiled_attention`: ``weight · attn(Q, K, V_a)``.
+    """One brain through :func:`~attnlab.nn.tiled.tiled_attention`: ``weight · attn(Q, K, V_a)``.
 
     ``values (batch, n, d_v)``, the head's own columns; ``mask`` boolean ``(batch or 1, n, n)``
     or ``None`` → ``(batch, n, d_v)``. What the backward pass keeps of the brain is its
@@ -271,11 +271,12 @@ def gam_fused_heads(
     a time. That trades one more forward pass of attention for memory: what the backward pass
     keeps no longer grows with ``h · N_B`` (Performance page).
 
-    With ``tiles=(q_tile, k_tile)`` each brain runs through :func:`attnlab.nn.tiled_attention`
-    instead of PyTorch's kernel (the *tiled* path): every brain attends over its own head's
-    ``d_v`` value columns on every device (no padding), the backward pass keeps each brain's
-    ``d_v``-wide output and one log-sum-exp per query, and the brain's queries are rebuilt
-    from the shared keys when the backward pass reaches it (appendix A1, Performance page).
+    With ``tiles=(q_tile, k_tile)`` each brain runs through
+    :func:`~attnlab.nn.tiled.tiled_attention` instead of PyTorch's kernel (the *tiled*
+    path): every brain attends over its own head's ``d_v`` value columns on every device (no
+    padding), the backward pass keeps each brain's ``d_v``-wide output and one log-sum-exp per
+    query, and the brain's queries are rebuilt from the shared keys when the backward pass
+    reaches it (appendix A1, Performance page).
 
     Parameters
     ----------
@@ -295,7 +296,7 @@ def gam_fused_heads(
         The value layout; default: padded on the CPU only.
     recompute : bool
         Recompute each brain in the backward pass instead of storing it.
-    tiles : tuple of two int, optional
+    tiles : tuple of int, optional
         ``(q_tile, k_tile)``: take the tiled path with these tiles; ``pad`` is then ignored
         and ``recompute`` must be ``False``.
 

@@ -213,8 +213,8 @@ def tiled_attention(
         If ``q``, ``k``, ``v`` or ``mask`` is not a tensor, ``is_causal`` is not a bool, or
         ``scale``, ``q_tile``, ``k_tile`` are not numbers of the right kind (a bool is none).
     ValueError
-        As :func:`attnlab.nn.scaled_dot_product_attention` (shapes, dtypes, devices, empty
-        sequences, the mask), or on a non-positive scale or tile size. While
+        As :func:`~attnlab.nn.attention.scaled_dot_product_attention` (shapes, dtypes,
+        devices, empty sequences, the mask), or on a non-positive scale or tile size. While
         :func:`attnlab.nn.check_values` is on, also on non-finite inputs and on logits that
         overflow the dtype (checked tile by tile).
 

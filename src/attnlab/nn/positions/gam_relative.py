@@ -175,7 +175,7 @@ class GAMRelativeAttention(nn.Module):
         On the fused path, recompute each content and position brain in the backward pass
         instead of storing it, as in :class:`~attnlab.nn.gam.GeneralizedAttention`.
     tiled : bool
-        Without weights, run both branches' brains through :func:`attnlab.nn.tiled_attention`
+        Without weights, run both branches' brains through :func:`~attnlab.nn.tiled.tiled_attention`
         (the tiled path of :class:`~attnlab.nn.gam.GeneralizedAttention`, with its default
         tiles). Default ``False``.
 
