@@ -14,16 +14,25 @@ from tqdm import tqdm
 
 
 def interleaved_times(
-    steps: dict[str, Callable[[], object]], repeats: int, warmup: int = 1, desc: str | None = None
+    steps: dict[str, Callable[[], object]],
+    repeats: int,
+    warmup: int = 1,
+    desc: str | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, list[float]]:
-    """Seconds per call of each step, ``repeats`` rounds, the steps interleaved in each round."""
+    """Seconds per call of each step, ``repeats`` rounds, the steps interleaved in each round.
+
+    ``clock`` is wall time by default; ``time.process_time`` counts the CPU time of this
+    process instead, which other processes on a crowded machine inflate much less (while a
+    process waits for a core, its wall time runs on and its CPU time does not).
+    """
     for step in steps.values():
         for _ in range(warmup):
             step()
     times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in tqdm(range(repeats), desc=desc, leave=False, disable=desc is None):
         for name, step in steps.items():
-            start = time.perf_counter()
+            start = clock()
             step()
-            times[name].append(time.perf_counter() - start)
+            times[name].append(clock() - start)
     return times

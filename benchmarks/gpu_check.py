@@ -1,13 +1,17 @@
-"""GPU check for issue 18 (prepared; NOT YET RUN on a GPU: no GPU was available when written).
+"""GPU check for issues 18 and 25 (prepared; NOT YET RUN on a GPU: no GPU was available when
+written).
 
 Two parts, on the first CUDA device:
 
 1. **Parity**: every ``attnlab.nn`` module, built on the CPU in float64 with a fixed seed and
    copied to CUDA, must give the CPU's output and gradients (input and every parameter) to
    ``1e-9``.
-2. **Timings**: forward + backward of GAM (fused, fused with recompute, explicit),
+   ``attnlab.nn.tiled_attention`` is checked as a module (``_Tiled``), and GAM on its tiled
+   path too.
+2. **Timings**: forward + backward of GAM (fused, fused with recompute, tiled, explicit),
    ``attnlab.nn.MultiHeadAttention`` and ``torch.nn.MultiheadAttention``, and of
-   ``attnlab.nn.scaled_dot_product_attention`` against ``F.scaled_dot_product_attention``, in
+   ``attnlab.nn.scaled_dot_product_attention`` and ``attnlab.nn.tiled_attention`` (tiles of
+   ``s / 8``) against ``F.scaled_dot_product_attention``, in
    float32 and bfloat16 at s ∈ {256, 2048}, with CUDA events (median of repeats) and
    ``torch.cuda.max_memory_allocated``.
 
@@ -58,6 +62,13 @@ class _RotaryScores(torch.nn.Module):
         return q @ k.transpose(-1, -2)
 
 
+class _Tiled(torch.nn.Module):
+    """:func:`attnlab.nn.tiled_attention` as a module, with tiles that do not divide 6."""
+
+    def forward(self, q, k, v, mask):
+        return ann.tiled_attention(q, k, v, mask, q_tile=4, k_tile=4)
+
+
 def parity_cases() -> dict[str, tuple[Callable[[], torch.nn.Module], Callable]]:
     """name -> (build the module, make the inputs on a device in float64)."""
 
@@ -89,6 +100,7 @@ def parity_cases() -> dict[str, tuple[Callable[[], torch.nn.Module], Callable]]:
 
     return {
         "ScaledDotProductAttention": (lambda: ann.ScaledDotProductAttention(), qkv_mask),
+        "tiled_attention (as a module)": (_Tiled, qkv_mask),
         "MultiHeadAttention": (lambda: ann.MultiHeadAttention(8, 2), x_mask),
         "AttentionHead": (lambda: ann.AttentionHead(8, 4), x_mask),
         "LuongAttention(general)": (lambda: ann.LuongAttention("general", 8, 8, 8), luong_in),
@@ -102,11 +114,19 @@ def parity_cases() -> dict[str, tuple[Callable[[], torch.nn.Module], Callable]]:
             lambda: ann.GeneralizedAttention(8, 2, n_brains=2, n1=2, recompute=True),
             x_mask,
         ),
+        "GeneralizedAttention(n1=2, tiled)": (
+            lambda: ann.GeneralizedAttention(8, 2, n_brains=2, n1=2, tiled=True, tiles=(4, 4)),
+            x_mask,
+        ),
         "GeneralizedAttention(poly, fused)": (
             lambda: ann.GeneralizedAttention(8, 2, n_brains=2, f="poly", degree=3),
             x_mask,
         ),
         "GAMRelativeAttention(linear)": (lambda: ann.GAMRelativeAttention(8, 6, h=2), x_kw_mask),
+        "GAMRelativeAttention(linear, tiled)": (
+            lambda: ann.GAMRelativeAttention(8, 6, h=2, tiled=True),
+            x_kw_mask,
+        ),
         "GAMRelativeAttention(geometric)": (
             lambda: ann.GAMRelativeAttention(8, 6, h=2, combine="geometric"),
             x_kw_mask,
@@ -180,12 +200,15 @@ def timings(device: torch.device) -> list[str]:
             gam = ann.GeneralizedAttention(d, h, n_brains=2, n1=2).to(device, dtype)
             lean = ann.GeneralizedAttention(d, h, n_brains=2, n1=2, recompute=True)
             lean = lean.to(device, dtype)
+            tiled = ann.GeneralizedAttention(d, h, n_brains=2, n1=2, tiled=True)
+            tiled = tiled.to(device, dtype)  # tiles: gam_tiles(s)
             mha = ann.MultiHeadAttention(d, h).to(device, dtype)
             ref = torch.nn.MultiheadAttention(d, h, batch_first=True).to(device, dtype)
             q = torch.randn(batch, h, s, d // h, device=device, dtype=dtype, requires_grad=True)
             steps = {
                 "GAM fused (N_B = 2, n1 = 2)": lambda g=gam, x=x: g(x).sum().backward(),
                 "GAM fused, recompute": lambda g=lean, x=x: g(x).sum().backward(),
+                "GAM tiled": lambda g=tiled, x=x: g(x).sum().backward(),
                 "GAM explicit": lambda g=gam, x=x: g(x, need_weights=True)[0].sum().backward(),
                 "attnlab MultiHeadAttention": lambda m=mha, x=x: m(x).sum().backward(),
                 "torch.nn.MultiheadAttention": lambda r=ref, x=x: (
@@ -193,6 +216,9 @@ def timings(device: torch.device) -> list[str]:
                 ),
                 "attnlab scaled_dot_product_attention": lambda q=q: (
                     ann.scaled_dot_product_attention(q, q, q)[0].sum().backward()
+                ),
+                "attnlab tiled_attention (tiles s / 8)": lambda q=q, t=s // 8: (
+                    ann.tiled_attention(q, q, q, q_tile=t, k_tile=t).sum().backward()
                 ),
                 "F.scaled_dot_product_attention": lambda q=q: (
                     F.scaled_dot_product_attention(q, q, q).sum().backward()

@@ -40,6 +40,11 @@ def _sdpa(a, p):
     return ann.scaled_dot_product_attention(a["q"], a["k"], a["v"], mask=a["mask"], **p)
 
 
+def _tiled(a, p):
+    torch_dtype(p)
+    return ann.tiled_attention(a["q"], a["k"], a["v"], mask=a["mask"], q_tile=2, k_tile=3, **p)
+
+
 def _sdpa_module(a, p):
     torch_dtype(p)
     return ann.ScaledDotProductAttention(**p)(a["q"], a["k"], a["v"], a["mask"])
@@ -86,6 +91,12 @@ SPECS = [
         "nn.scaled_dot_product_attention",
         dims(sq=(1, 4), sk=(1, 4), dk=(1, 4), dv=(1, 3)),
         _sdpa,
+        backend="torch",
+    ),
+    sdpa_spec(
+        "nn.tiled_attention",
+        dims(sq=(1, 5), sk=(1, 5), dk=(1, 4), dv=(1, 3)),
+        _tiled,
         backend="torch",
     ),
     sdpa_spec(

@@ -26,4 +26,5 @@ def test_parity_runs_every_case_on_the_cpu_with_zero_difference():
     for module in modules:  # "every attnlab.nn module", as the script promises
         assert any(name.split("(")[0] == module for name in names), module
     assert any("explicit" in name for name in names) and any("recompute" in name for name in names)
+    assert any("tiled" in name for name in names)
     assert all(gap == 0.0 for _, gap in rows), rows

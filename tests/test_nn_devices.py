@@ -85,6 +85,13 @@ CASES: dict[str, Case] = {
             m(_x(dev), mask=_mask(dev), need_weights=True),
         ),
     ),
+    "tiled_attention": Case(
+        lambda: None,
+        lambda _, dev: (
+            ann.tiled_attention(_x(dev), _x(dev), _x(dev, d=3), _mask(dev), q_tile=2, k_tile=3),
+            ann.tiled_attention(_x(dev), _x(dev), _x(dev), is_causal=True, q_tile=3, k_tile=2),
+        ),
+    ),
     "to_torch_attn_mask": Case(lambda: None, lambda _, dev: ann.to_torch_attn_mask(_mask(dev))),
     "grouped_query_attention": Case(
         lambda: None,

@@ -672,3 +672,112 @@ def test_an_empty_width_is_refused_like_numpy_refuses_it():
 
     with pytest.raises(ValueError, match="non-empty sequence"):
         gam_features(torch.zeros(1, 2, 0), torch.zeros(1, 0, 0))
+
+
+# ---- the tiled path (attnlab.nn.tiled_attention per brain, appendix A1) ----------------------
+
+
+@pytest.mark.parametrize(("f", "n1", "degree", "n_b"), FUSED_CASES)
+@pytest.mark.parametrize("tiles", [None, (3, 2), (16, 4)])
+def test_tiled_path_equals_explicit_path_in_float64(f, n1, degree, n_b, tiles):
+    """Outputs and every parameter's gradient, with and without masks (empty rows included),
+    with tiles that divide the length 7, do not, or cover it whole; None: gam_tiles(7)."""
+    torch.manual_seed(25)
+    d, h, batch, n = 8, 2, 3, 7
+    gam = GeneralizedAttention(
+        d, h, n_brains=n_b, f=f, n1=n1, degree=degree, tiled=True, tiles=tiles
+    ).double()
+    with torch.no_grad():
+        gam.mix_logits.normal_()
+        if gam.coeffs is not None:
+            gam.coeffs.normal_()
+    y = torch.randn(batch, n, d, dtype=torch.float64, requires_grad=True)
+    for mask in _masks(batch, n):
+        tiled = gam(y, mask)
+        explicit, _ = gam(y, mask, need_weights=True)
+        torch.testing.assert_close(tiled, explicit, rtol=0, atol=1e-12)
+        cot = torch.randn_like(tiled)
+        wrt = [y, *gam.parameters()]
+        g_tiled = torch.autograd.grad((tiled * cot).sum(), wrt)
+        g_explicit = torch.autograd.grad((explicit * cot).sum(), wrt)
+        for a, b in zip(g_tiled, g_explicit, strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-11)
+
+
+def test_tiled_path_gradcheck_at_a_small_size():
+    torch.manual_seed(26)
+    gam = GeneralizedAttention(4, 2, n_brains=2, n1=2, tiled=True, tiles=(2, 3)).double()
+    y = torch.randn(2, 5, 4, dtype=torch.float64, requires_grad=True)
+    mask = torch.rand(2, 5, 5, generator=torch.Generator().manual_seed(2)) > 0.3
+    mask[0, 1] = False
+    assert torch.autograd.gradcheck(lambda y: gam(y, mask), (y,))
+
+
+def test_tiled_path_keeps_each_brains_narrow_output_not_its_queries():
+    """What the backward pass keeps per token on the tiled path: the shared keys, values and
+    input (d each, plus the values' head slices sharing the values' storage), and per brain
+    its d/h-wide output and one log-sum-exp; the queries (d wide) are rebuilt instead.
+    The fused path keeps 2 d per brain (queries and padded output)."""
+    torch.manual_seed(27)
+    d, h, n_b = 16, 2, 2
+    tiled = GeneralizedAttention(d, h, n_brains=n_b, n1=2.0, tiled=True, tiles=(16, 16))
+    fused = GeneralizedAttention(d, h, n_brains=n_b, n1=2.0)
+    kept = {}
+    for n in (64, 128, 256):
+        y = torch.randn(1, n, d, requires_grad=True)
+        kept["tiled", n] = _saved_bytes(lambda y=y: tiled(y))
+        kept["fused", n] = _saved_bytes(lambda y=y: fused(y))
+    per_token = (kept["tiled", 256] - kept["tiled", 128]) / 128 / 4  # float32 numbers per token
+    brains = h * n_b * (d // h + 1)  # output and log-sum-exp of every brain
+    assert brains <= per_token <= brains + 6 * d
+    growth = kept["tiled", 256] - kept["tiled", 128]  # 128 more tokens
+    assert growth == 2 * (kept["tiled", 128] - kept["tiled", 64])  # twice 64 more: linear
+    fused_per_token = (kept["fused", 256] - kept["fused", 128]) / 128 / 4
+    assert fused_per_token >= 2 * h * n_b * d > per_token
+
+
+def test_tiled_recomputed_queries_give_the_stored_queries_gradients():
+    """The queries rebuilt in the backward pass are the forward's: same gradients as a tiled
+    call that keeps them (the hooks off: attnlab.nn.tiled_attention on the same features)."""
+    from attnlab.nn import tiled_attention
+    from attnlab.nn.gam import gam_features
+
+    torch.manual_seed(28)
+    gam = GeneralizedAttention(6, 1, n_brains=1, n1=2, mix="uniform", tiled=True, tiles=(3, 4))
+    gam = gam.double()
+    y = torch.randn(2, 9, 6, dtype=torch.float64, requires_grad=True)
+    z, _ = gam.heads(y)
+    q, k = gam_features(y, gam.b[0, 0], n1=2.0)
+    kept = tiled_attention(q, k, gam.value(y), scale=1.0, q_tile=3, k_tile=4).unsqueeze(1)
+    torch.testing.assert_close(z, kept, rtol=0, atol=0)
+    wrt = [y, gam.b]
+    got, want = torch.autograd.grad(z.sum(), wrt), torch.autograd.grad(kept.sum(), wrt)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"tiled": 1}, TypeError, "tiled must be True or False"),
+        ({"tiled": True, "recompute": True}, ValueError, "pick one"),
+        ({"tiles": (4, 4)}, ValueError, "pass tiled=True"),
+        ({"tiled": True, "tiles": 4}, TypeError, "tiles must be a tuple"),
+        ({"tiled": True, "tiles": (4, 4, 4)}, TypeError, "tiles must be a tuple"),
+        ({"tiled": True, "tiles": (0, 4)}, ValueError, "q_tile"),
+        ({"tiled": True, "tiles": (4, 2.0)}, TypeError, "k_tile"),
+    ],
+)
+def test_tiled_options_are_checked(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        GeneralizedAttention(8, 2, **kwargs)
+
+
+def test_gam_tiles_rule():
+    from attnlab.nn.gam import MAX_TILE, gam_tiles
+
+    for n in (1, 7, 8, 9, 100, 1024, 4096, 4097, 10**5):
+        q_tile, k_tile = gam_tiles(n)
+        assert 1 <= k_tile <= max(1, n / 8) and k_tile <= MAX_TILE
+        assert math.ceil(n / k_tile) >= min(8, n)  # at least eight key tiles (n >= 8)
+        assert q_tile == min(n, MAX_TILE)

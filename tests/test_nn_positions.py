@@ -241,18 +241,17 @@ def test_gam_relative_module_batched_positions_match_numpy():
         ("geometric", "poly", 1.0, 3, "none"),
     ],
 )
-@pytest.mark.parametrize("recompute", [False, True])
-def test_gam_relative_fused_path_equals_explicit_path(
-    combine, f, n1, degree, rel_embedding, recompute
-):
+@pytest.mark.parametrize("path", [{}, {"recompute": True}, {"tiled": True}])
+def test_gam_relative_fused_path_equals_explicit_path(combine, f, n1, degree, rel_embedding, path):
     # need_weights=False runs both branches through the fused kernel (eq. 20 and 25 combine
     # head outputs, not weights); it must give the explicit path's output, masks included,
-    # also when every brain is recomputed in the backward pass.
+    # also when every brain is recomputed in the backward pass, or runs through
+    # attnlab.nn.tiled_attention (the tiled path, both branches).
     torch.manual_seed(8)
     d, n, batch = 6, 5, 3
     layer = GAMRelativeAttention(
         d, n, h=2, n_brains=2, f=f, n1=n1, degree=degree, combine=combine,
-        rel_embedding=rel_embedding, recompute=recompute,
+        rel_embedding=rel_embedding, **path,
     ).double()  # fmt: skip
     y = torch.randn(batch, n, d, dtype=torch.float64, requires_grad=True)
     positions = torch.tensor([[0, 2, 3, 7, 9], [1, 2, 3, 4, 5], [0, 5, 6, 8, 20]])

@@ -22,6 +22,7 @@ from attnlab.nn.multihead import AttentionHead, MultiHeadAttention, to_torch_att
 from attnlab.nn.positions import GAMRelativeAttention, ShawRelativeAttention
 from attnlab.nn.rotary import RotaryEmbedding, apply_rotary
 from attnlab.nn.seq2seq import LuongSeq2Seq
+from attnlab.nn.tiled import tiled_attention
 
 # Luong's names come from their defining modules, not from the facade attnlab.nn.luong, so
 # that ``python -m attnlab.nn.luong`` runs a module this package has not imported yet.
@@ -31,6 +32,7 @@ __all__: list[str] = [
     "scaled_dot_product_attention",
     "ScaledDotProductAttention",
     "masked_softmax",
+    "tiled_attention",
     "grouped_query_attention",
     "AttentionHead",
     "MultiHeadAttention",

@@ -29,9 +29,38 @@ from attnlab._validate import (
 from attnlab.gam import gam_init_std
 from attnlab.nn.attention import masked_softmax
 from attnlab.nn.gam_functional import gam_logits, signed_power
-from attnlab.nn.gam_fused import _checked_mask, gam_features, gam_fused_heads
+from attnlab.nn.gam_fused import _checked_mask, check_tiles, gam_features, gam_fused_heads
 
-__all__ = ["signed_power", "gam_logits", "gam_features", "gam_fused_heads", "GeneralizedAttention"]
+__all__ = [
+    "signed_power",
+    "gam_logits",
+    "gam_features",
+    "gam_fused_heads",
+    "gam_tiles",
+    "GeneralizedAttention",
+]
+
+#: The largest tile side of :func:`gam_tiles`: a (512, 512) block of float32 is 1 MiB.
+MAX_TILE = 512
+
+
+def gam_tiles(n: int) -> tuple[int, int]:
+    """The default tiles of GAM's tiled path at length ``n``: ``(q_tile, k_tile)``.
+
+    Keys in at least eight tiles (``n // 8`` each, at least 1: a tile as long as the sequence
+    would be the explicit computation again), queries in tiles of up to ``MAX_TILE`` (512)
+    (fewer, larger blocks: each block costs a dozen PyTorch calls, whatever its size), and keys
+    at most ``MAX_TILE`` (512) too, so that the largest temporary, one ``(q_tile, k_tile)``
+    block, stays at most 1 MiB in float32 at any ``n``.
+
+    Examples
+    --------
+    >>> from attnlab.nn.gam import gam_tiles
+    >>> gam_tiles(7), gam_tiles(1024), gam_tiles(8192)
+    ((7, 1), (512, 128), (512, 512))
+    """
+    n = check_int(n, "n")
+    return min(n, MAX_TILE), min(max(1, n // 8), MAX_TILE)
 
 
 class GeneralizedAttention(nn.Module):
@@ -66,6 +95,13 @@ class GeneralizedAttention(nn.Module):
         On the fused path, recompute each brain's attention in the backward pass
         (``torch.utils.checkpoint``) instead of keeping its queries and output: less memory for
         one more forward pass of attention (see :func:`gam_fused_heads`). Default ``False``.
+    tiled : bool
+        Without weights, take the *tiled* path instead of the fused one: each brain through
+        :func:`~attnlab.nn.tiled.tiled_attention` with its own ``d / h`` value columns, keeping only
+        its output and log-sum-exp for the backward pass (appendix A1). Default ``False``.
+    tiles : tuple of int, optional
+        ``(q_tile, k_tile)`` of the tiled path; default :func:`gam_tiles` of each input's
+        length.
 
     Shapes
     ------
@@ -75,12 +111,14 @@ class GeneralizedAttention(nn.Module):
     Raises
     ------
     ValueError
-        If ``h`` does not divide ``d``, ``n_brains < 1``, ``f``/``n1``/``degree`` do not fit
+        If ``h`` does not divide ``d``, ``n_brains < 1``, ``tiled`` and ``recompute`` are both
+        ``True``, ``tiles`` is given without ``tiled``, ``f``/``n1``/``degree`` do not fit
         together, or ``mix`` is not ``"learned"``/``"uniform"``; in ``forward``, on a ``y`` that
         is not ``(batch, n, d)`` or a mask that is not boolean, does not broadcast or lies on
         another device than ``y``.
     TypeError
-        If ``recompute`` is not a bool or ``degree`` not an integer (``2.5``, ``True``); in
+        If ``recompute`` or ``tiled`` is not a bool, ``tiles`` not a pair of ints or ``degree``
+        not an integer (``2.5``, ``True``); in
         ``forward`` (and :meth:`heads`), if ``need_weights``
         is not a bool (``1`` is not ``True``) or the mask is not a tensor.
 
@@ -116,6 +154,8 @@ class GeneralizedAttention(nn.Module):
         mix: str = "learned",
         bias: bool = True,
         recompute: bool = False,
+        tiled: bool = False,
+        tiles: tuple[int, int] | None = None,
     ) -> None:
         super().__init__()
         d, h, n_brains = check_int(d, "d"), check_int(h, "h"), check_int(n_brains, "n_brains")
@@ -139,6 +179,14 @@ class GeneralizedAttention(nn.Module):
         else:
             raise ValueError(f'f must be "power" or "poly", got {f!r}')
         check_bool(recompute, "recompute")
+        check_bool(tiled, "tiled")
+        if tiled and recompute:
+            raise ValueError("tiled=True and recompute=True are two ways to save memory; pick one")
+        if tiles is not None:
+            if not tiled:
+                raise ValueError("tiles are the tiled path's; pass tiled=True with them")
+            tiles = check_tiles(tiles)
+        self.tiled, self.tiles = tiled, tiles
         self.d, self.h, self.n_brains, self.f, self.n1 = d, h, n_brains, f, float(n1)
         self.recompute = recompute
         std = gam_init_std(d, f=f, n1=n1, coeffs=init_coeffs)
@@ -220,7 +268,14 @@ class GeneralizedAttention(nn.Module):
         return gam_fused_heads(
             y, self.b, self.mix_weights, values, mask,
             f=self.f, n1=self.n1, coeffs=self.coeffs, pad=pad, recompute=self.recompute,
+            tiles=self.tiles_for(y.shape[-2]),
         )  # fmt: skip
+
+    def tiles_for(self, n: int) -> tuple[int, int] | None:
+        """The ``(q_tile, k_tile)`` this layer uses at length ``n``, or ``None`` (not tiled)."""
+        if not self.tiled:
+            return None
+        return self.tiles if self.tiles is not None else gam_tiles(n)
 
     @torch.no_grad()
     def load_multihead_attention(self, mha: nn.MultiheadAttention) -> None:

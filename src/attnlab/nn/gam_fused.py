@@ -15,11 +15,12 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from attnlab._validate import check_bool, check_tensor, shape_of
+from attnlab._validate import check_bool, check_int, check_tensor, shape_of
 from attnlab.nn.attention import _check_mask
 from attnlab.nn.gam_functional import _check_y_b, _terms, signed_power
+from attnlab.nn.tiled import tiled_attention
 
-__all__ = ["gam_features", "gam_fused_heads"]
+__all__ = ["gam_features", "gam_fused_heads", "check_tiles"]
 
 
 def gam_features(
@@ -88,6 +89,20 @@ def _stacked_powers(y: Tensor, f: str, n1: float, coeffs: Tensor | None) -> Tens
     return torch.cat([signed_power(y, p) for _, p in _terms(f, n1, coeffs)], dim=-1)
 
 
+def _brain_queries(keys: Tensor, b: Tensor, a: Tensor | None) -> Tensor:
+    """One brain's queries ``Q = [A_l Y^{∘l} B]_l`` from the stacked keys, ``(…, n, L·M)``.
+
+    ``keys (batch or 1, n, L·M)``, ``b (M, M)``, ``a (L,)`` or ``None`` (power law).
+    """
+    m = b.shape[-1]
+    terms = keys.unflatten(-1, (-1, m))  # (batch or 1, n, L, M): Y^{∘l} for each l
+    if a is None:
+        q = terms @ b  # (batch or 1, n, 1, M): Y B
+    else:  # scale B, not the product, so that autograd keeps no second (n, L·M) tensor
+        q = (terms.transpose(-3, -2) @ (a[:, None, None] * b)).transpose(-3, -2)  # A_l Y^{∘l} B
+    return q.flatten(-2)
+
+
 def _one_brain(
     keys: Tensor,
     b: Tensor,
@@ -104,16 +119,70 @@ def _one_brain(
     ``None``, ``weight`` the brain's ``W^P`` (a scalar) → ``(batch, n, d_v)``.
     """
     batch, n = values.shape[0], values.shape[1]
-    m = b.shape[-1]
-    terms = keys.unflatten(-1, (-1, m))  # (batch or 1, n, L, M): Y^{∘l} for each l
-    if a is None:
-        q = terms @ b  # (batch or 1, n, 1, M): Y B
-    else:  # scale B, not the product, so that autograd keeps no second (n, L·M) tensor
-        q = (terms.transpose(-3, -2) @ (a[:, None, None] * b)).transpose(-3, -2)  # A_l Y^{∘l} B
-    q = q.flatten(-2).unsqueeze(1).expand(batch, 1, n, keys.shape[-1])
+    q = _brain_queries(keys, b, a).unsqueeze(1).expand(batch, 1, n, keys.shape[-1])
     k = keys.unsqueeze(1).expand(batch, 1, n, keys.shape[-1])
     o = F.scaled_dot_product_attention(q, k, values.unsqueeze(1), attn_mask=bias, scale=1.0)
     return weight * o[:, 0, :, cols]  # (batch, n, d_v)
+
+
+def _one_brain_tiled(
+    keys: Tensor,
+    b: Tensor,
+    a: Tensor | None,
+    values: Tensor,
+    mask: Tensor | None,
+    weight: Tensor,
+    tiles: tuple[int, int],
+) -> Tensor:
+    """One brain through :func:`~attnlab.nn.tiled.tiled_attention`: ``weight · attn(Q, K, V_a)``.
+
+    ``values (batch, n, d_v)``, the head's own columns; ``mask`` boolean ``(batch or 1, n, n)``
+    or ``None`` → ``(batch, n, d_v)``. What the backward pass keeps of the brain is its
+    output (``d_v`` wide) and log-sum-exp; its queries are not kept but rebuilt from the
+    shared keys when the backward pass reaches the brain (``saved_tensors_hooks``): one
+    ``(n, L·M) × (M, M)`` product again, against the ``n × n`` work of the attention.
+    """
+    q = _brain_queries(keys, b, a)
+    recipe = (q.data_ptr(), q.shape, q.stride())
+
+    def pack(t: Tensor) -> Tensor | tuple:
+        same = (t.data_ptr(), t.shape, t.stride()) == recipe
+        return ("queries",) if same else t
+
+    def unpack(x: Tensor | tuple) -> Tensor:
+        if isinstance(x, tuple):
+            with torch.no_grad():
+                return _brain_queries(keys, b, a)
+        return x
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        o = tiled_attention(q, keys, values, mask, scale=1.0, q_tile=tiles[0], k_tile=tiles[1])
+    return weight * o
+
+
+def check_tiles(tiles: object, name: str = "tiles") -> tuple[int, int]:
+    """``(q_tile, k_tile)`` as two positive ints, or a ``TypeError``/``ValueError`` naming it."""
+    if not isinstance(tiles, tuple) or len(tiles) != 2:
+        raise TypeError(f"{name} must be a tuple (q_tile, k_tile) of two ints, got {tiles!r}")
+    return check_int(tiles[0], f"{name}[0] (q_tile)"), check_int(tiles[1], f"{name}[1] (k_tile)")
+
+
+def _tiled_heads(y, b, mix, values, mask, f, n1, coeffs, tiles) -> Tensor:
+    """The tiled path of :func:`gam_fused_heads` (arguments checked): ``(batch, h, n, d_v)``."""
+    h, n_b, d = b.shape[0], b.shape[1], values.shape[-1]
+    d_v = d // h
+    keys = _stacked_powers(y, f, n1, coeffs)  # (batch or 1, n, L·d), shared by every brain
+    mix = mix.to(values.dtype)
+    heads = []
+    for a in range(h):
+        v = values[..., a * d_v : (a + 1) * d_v]  # this head's own d_v columns
+        a_l = None if coeffs is None else coeffs[:, a, 0]
+        z_a = None
+        for i in range(n_b):
+            o = _one_brain_tiled(keys, b[a, i], a_l, v, mask, mix[a, i], tiles)
+            z_a = o if z_a is None else z_a + o
+        heads.append(z_a)
+    return torch.stack(heads, dim=1)
 
 
 def _checked_mask(
@@ -179,6 +248,7 @@ def gam_fused_heads(
     coeffs: Tensor | None = None,
     pad: bool | None = None,
     recompute: bool = False,
+    tiles: tuple[int, int] | None = None,
 ) -> Tensor:
     """Every head's ``Σ_i mix_{a,i} SDPA(Q_{a,i}, K, V_a)``, one brain at a time.
 
@@ -201,6 +271,13 @@ def gam_fused_heads(
     a time. That trades one more forward pass of attention for memory: what the backward pass
     keeps no longer grows with ``h · N_B`` (Performance page).
 
+    With ``tiles=(q_tile, k_tile)`` each brain runs through
+    :func:`~attnlab.nn.tiled.tiled_attention` instead of PyTorch's kernel (the *tiled*
+    path): every brain attends over its own head's ``d_v`` value columns on every device (no
+    padding), the backward pass keeps each brain's ``d_v``-wide output and one log-sum-exp per
+    query, and the brain's queries are rebuilt from the shared keys when the backward pass
+    reaches it (appendix A1, Performance page).
+
     Parameters
     ----------
     y : torch.Tensor
@@ -219,6 +296,9 @@ def gam_fused_heads(
         The value layout; default: padded on the CPU only.
     recompute : bool
         Recompute each brain in the backward pass instead of storing it.
+    tiles : tuple of int, optional
+        ``(q_tile, k_tile)``: take the tiled path with these tiles; ``pad`` is then ignored
+        and ``recompute`` must be ``False``.
 
     Returns
     -------
@@ -237,10 +317,17 @@ def gam_fused_heads(
         is not boolean, not 2-D or 3-D, does not broadcast to ``(batch, n, n)`` or lies on
         another device; and as :func:`gam_logits`.
     TypeError
-        If the mask is not a tensor, or ``pad`` / ``recompute`` is not a bool.
+        If the mask is not a tensor, ``pad`` / ``recompute`` is not a bool, or ``tiles`` is not
+        a pair of positive integers (a ``ValueError`` if one is below 1, or ``recompute`` is
+        ``True`` too).
     """
     mask = _check_fused_args(y, b, mix, values, mask)
     check_bool(recompute, "recompute")
+    if tiles is not None:
+        tiles = check_tiles(tiles)
+        if recompute:
+            raise ValueError("tiles and recompute=True are two ways to save memory; pick one")
+        return _tiled_heads(y, b, mix, values, mask, f, n1, coeffs, tiles)
     if pad is not None:
         check_bool(pad, "pad")
     batch, n, d = values.shape

@@ -179,6 +179,10 @@ class GAMRelativeAttention(nn.Module):
     recompute : bool
         On the fused path, recompute each content and position brain in the backward pass
         instead of storing it, as in :class:`~attnlab.nn.gam.GeneralizedAttention`.
+    tiled : bool
+        Without weights, run both branches' brains through :func:`~attnlab.nn.tiled.tiled_attention`
+        (the tiled path of :class:`~attnlab.nn.gam.GeneralizedAttention`, with its default
+        tiles). Default ``False``.
 
     Shapes
     ------
@@ -227,6 +231,7 @@ class GAMRelativeAttention(nn.Module):
         bias: bool = True,
         rel_embedding: str = "none",
         recompute: bool = False,
+        tiled: bool = False,
     ) -> None:
         super().__init__()
         if rel_embedding not in REL_EMBEDDINGS:
@@ -239,7 +244,7 @@ class GAMRelativeAttention(nn.Module):
         if combine == "linear" and not 0.0 < c1 < 1.0:
             raise ValueError(f"c1 must lie strictly between 0 and 1 (eq. 20), got c1={c1}")
         self.content = GeneralizedAttention(
-            d, h, n_brains, f=f, n1=n1, degree=degree, bias=bias, recompute=recompute
+            d, h, n_brains, f=f, n1=n1, degree=degree, bias=bias, recompute=recompute, tiled=tiled
         )
         self.d, self.n, self.h, self.combine, self.c1 = d, n, h, combine, float(c1)
         self.rel_embedding = rel_embedding
@@ -371,6 +376,7 @@ class GAMRelativeAttention(nn.Module):
                 n1=self.content.n1,
                 coeffs=self.content.coeffs,
                 recompute=self.content.recompute,
+                tiles=self.content.tiles_for(self.n),
             )
         if self.combine == "linear":
             total = self.c1 * z + (1.0 - self.c1) * pi
