@@ -165,7 +165,29 @@ statuses = [os.waitpid(pid, 0)[1] for pid in children]
 killed = sum(os.WIFSIGNALED(s) and os.WTERMSIG(s) == 9 for s in statuses)
 assert killed >= 1, "the sandbox's total memory limit did not hold"
 """
-SHOUTER = "for _ in range(100):\n    print('x' * 2**20)"
+SHOUTER = "for _ in range(100):\n    print('x' * 2**20)"  # 100 MB: truncated, not fatal
+FORGED_RESULTS = (  # no answer and no check cell: a results file it made itself instead
+    "import os\nfrom pathlib import Path\nfrom attnlab import softmax\n"
+    "from attnlab.course.adapters import save_plain\n"
+    "cap = Path(os.environ.get('ATTNLAB_CAPTURE', '/tmp/io'))\n"
+    "seen = [p for p in cap.rglob('*.npz')]  # the grader's inputs, if they were there\n"
+    "(cap / 'outputs').mkdir(parents=True, exist_ok=True)\n"
+    "guess = [{'ok': softmax(np.ones((3, 5)))}] * 3\n"
+    "save_plain(cap / 'outputs' / '99.1.npz', guess)\n"
+    "save_plain(cap / 'outputs' / '99.1.npz.tmp2', {'name': 'stable_softmax', 'cases': guess})"
+)
+GARBAGE = (  # a correct answer, no check cell, and garbage where results used to travel
+    "import os\nfrom pathlib import Path\n"
+    "cap = Path(os.environ.get('ATTNLAB_CAPTURE', '/tmp/io'))\n"
+    "(cap / 'outputs').mkdir(parents=True, exist_ok=True)\n"
+    "(cap / 'outputs' / '99.1.npz').write_bytes(os.urandom(4096))"
+)
+LOOPER = "while True:\n    pass  # interrupted after --cell-timeout; the run goes on"
+DEAF = (
+    "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)  # ignores the interrupt\n"
+    "while True:\n    pass"
+)
+CELL_TIMEOUT = 12.0  # the hog's fork bomb takes seconds on a loaded machine
 PARRICIDE = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"
 
 #: The rows of a notebook that keeps both grades (an honest answer the attack did not spoil).
@@ -190,7 +212,24 @@ CLASS = {
     "herd": (_notebook(HERD, SOFTMAX, CHECK_1, ENTROPY, CHECK_2), PASSES),
     "shouter": (
         _notebook(SOFTMAX, CHECK_1, SHOUTER, ENTROPY, CHECK_2),
-        {"99.1": (True, "matches"), "99.2": (False, "output limit")},
+        {"99.1": (True, "matches"), "99.2": (True, "output of code cells 4, 6 truncated")},
+    ),
+    "mallory": (  # deleted check cell, hand-made results file: it must not pass through it
+        _notebook(FORGED_RESULTS, ENTROPY, CHECK_2),
+        {"99.1": (False, "defines no `stable_softmax`"), "99.2": (True, "results folder")},
+    ),
+    "garbage": (  # the garbage is ignored and flagged; the answer without a check is graded
+        _notebook(SOFTMAX, GARBAGE, ENTROPY, CHECK_2),
+        {"99.1": (True, "no check cell"), "99.2": (True, "results folder (99.1.npz)")},
+    ),
+    "looper": (
+        _notebook(SOFTMAX, CHECK_1, LOOPER, ENTROPY, CHECK_2),
+        {"99.1": (True, "matches"), "99.2": (True, "timeout in code cell 4 (limit 12 s, "
+                                                   "interrupted)")},
+    ),
+    "deaf": (
+        _notebook(SOFTMAX, CHECK_1, DEAF, ENTROPY, CHECK_2),
+        {"99.1": (True, "matches"), "99.2": (True, "ignored the interrupt: skipped")},
     ),
     "parricide": (
         _notebook(SOFTMAX, CHECK_1, PARRICIDE, ENTROPY, CHECK_2),
@@ -270,7 +309,7 @@ def graded(tmp_path_factory):
     limits = sandbox.Limits(total_memory=3 * 2**30)  # the herd needs 4.2 GiB
     try:
         rows = grade(subs, out, source=COURSEWORK, checks=checks, timeout=TIMEOUT, jobs=2,
-                     progress=False, limits=limits)
+                     progress=False, limits=limits, cell_timeout=CELL_TIMEOUT)
     finally:
         tempfile.tempdir = default_tmp
     seconds = time.monotonic() - started
@@ -297,8 +336,9 @@ def test_each_student_gets_the_grade_their_answers_deserve(graded, student):
     mine = _mine(graded["rows"], shown)
     assert sorted(mine) == sorted(CLASS[student][1]), graded["rows"]
     for exercise, (passed, phrase) in CLASS[student][1].items():
-        assert mine[exercise]["passed"] == str(passed), mine[exercise]
-        assert phrase in mine[exercise]["message"] + mine[exercise]["run"], mine[exercise]
+        row = mine[exercise]
+        assert row["passed"] == ("1" if passed else "0"), row
+        assert phrase in " | ".join((row["message"], row["run"], row["flags"])), row
 
 
 @pytest.mark.parametrize(
@@ -320,8 +360,8 @@ def test_the_total_memory_of_a_sandbox_is_capped_where_cgroups_exist(graded):
 
 def test_the_saboteur_reached_nothing_outside_its_sandbox(graded):
     mine = _mine(graded["rows"], "saboteur")
-    assert mine["99.1"]["passed"] == "True"
-    assert mine["99.2"]["passed"] == "True", mine["99.2"]  # log(4) + 0 things reached
+    assert mine["99.1"]["passed"] == "1"
+    assert mine["99.2"]["passed"] == "1", mine["99.2"]  # log(4) + 0 things reached
     assert not (graded["root"] / "escape-marker").exists()
     assert not (graded["root"] / "submissions" / "escape-marker").exists()
     assert not Path("/tmp/attnlab-escape-marker").exists()
@@ -332,7 +372,15 @@ def test_no_submission_changed_and_the_odd_entries_got_rows(graded):
     rows = graded["rows"]
     for name in ("pipe", "ghost"):
         (row,) = [r for r in rows if r["student"] == name]
-        assert row["passed"] == "False" and "not graded" in row["message"]
+        assert row["passed"] == "0" and "not graded" in row["message"]
+
+
+def test_the_forged_and_the_garbage_results_are_flagged_and_never_read(graded):
+    for student in ("mallory", "garbage", "forger"):
+        for row in _mine(graded["rows"], student).values():
+            assert "the notebook wrote files into the results folder" in row["flags"], row
+    honest = _mine(graded["rows"], "honest")
+    assert all(row["flags"] == "" for row in honest.values()), honest
 
 
 def test_the_csv_is_complete_and_has_no_formula(graded):
@@ -345,6 +393,7 @@ def test_the_csv_is_complete_and_has_no_formula(graded):
         for value in row.values():
             assert not value.startswith(("=", "+", "-", "@")), row
     assert not list(graded["out"].parent.glob(".grades-*"))  # the temporary file is gone
+    assert graded["out"].stat().st_mode & 0o777 == 0o644  # readable by a TA, an LMS upload
 
 
 def test_nothing_keeps_running_and_no_temp_folder_is_left(graded):
