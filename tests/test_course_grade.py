@@ -469,3 +469,56 @@ def test_results_that_are_not_plain_numbers_fail_without_harming_the_grader():
         assert peak < 64 * 2**20  # the 320 MB were never unpacked
     assert _verdict(spec, cases, "not base64!")[0] is False
     assert _verdict(spec, cases, None)[0] is False
+
+
+def test_unsandboxed_grading_works_and_exits_non_zero_where_a_grade_was_not_computed(
+        tmp_path, monkeypatch, capsys):
+    """macOS once gave every row ``grader error: PermissionError`` and exit status 0."""
+    subs = tmp_path / "subs"
+    (subs / "zoe").mkdir(parents=True)
+    nbformat.write(_honest(), subs / "zoe" / NAME)
+    monkeypatch.setattr(sandbox, "availability", lambda: (False, "no bwrap in this test"))
+    monkeypatch.setattr(sandbox, "unsandboxed_mode", lambda: "unsandboxed")
+    options = ["--source", str(COURSEWORK), "--allow-unsandboxed", "--seed", "1"]
+    assert main([str(subs), "--out", str(tmp_path / "g.csv"), *options]) == 0
+    with (tmp_path / "g.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(r["exercise"], r["passed"], r["mode"]) for r in rows] == [
+        ("99.1", "1", "unsandboxed"), ("99.2", "1", "unsandboxed")]
+    capsys.readouterr()
+    monkeypatch.setattr(sandbox, "python_executable", lambda: str(tmp_path / "no-python"))
+    assert main([str(subs), "--out", str(tmp_path / "h.csv"), *options]) == 4
+    err = capsys.readouterr().err
+    assert "2 grades could not be computed" in err and "grader error" in err
+
+
+def test_root_without_bubblewrap_grades_each_notebook_under_its_own_uid(tmp_path):
+    """``uid-only`` (a container where bwrap cannot run): a user id per notebook."""
+    import subprocess
+    import sys
+
+    from test_course_rootless import _reachable_python
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("uid-only mode is for root")
+    subs = tmp_path / "subs"
+    (subs / "zoe").mkdir(parents=True)
+    whoami = "import os\nassert os.getuid() >= sandbox_uid, os.getuid()"
+    nbformat.write(_notebook(f"sandbox_uid = {sandbox.UID_BASE}", whoami, SOFTMAX, CHECK_1,
+                             ENTROPY, CHECK_2), subs / "zoe" / NAME)
+    tools = tmp_path / "bin"  # setpriv but no bwrap on PATH: no sandbox here
+    tools.mkdir()
+    for tool in ("setpriv", "unshare", "sh", "mount", "mkdir"):
+        if shutil.which(tool):
+            (tools / tool).symlink_to(shutil.which(tool))
+    env = {**os.environ, "PATH": str(tools),
+           "PYTHONPATH": str(Path(sandbox.__file__).parents[2])}
+    cmd = [*_reachable_python(), sys.executable, "-m", "attnlab.grade", str(subs), "--out",
+           str(tmp_path / "g.csv"), "--source", str(COURSEWORK), "--allow-unsandboxed"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "mode uid-only" in done.stderr
+    with (tmp_path / "g.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(r["exercise"], r["passed"], r["mode"], r["run"]) for r in rows] == [
+        ("99.1", "1", "uid-only", "completed"), ("99.2", "1", "uid-only", "completed")]

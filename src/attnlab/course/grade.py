@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import importlib.util
-import io
 import itertools
 import json
 import os
@@ -23,7 +22,6 @@ import subprocess
 import tempfile
 import threading
 import time
-import zipfile
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,12 +31,21 @@ import nbformat
 import numpy as np
 
 from attnlab.course import sandbox
-from attnlab.course.adapters import MAX_NPZ_BYTES, _decode, save_plain
+from attnlab.course.adapters import save_plain
 from attnlab.course.assign import read_notebook
 from attnlab.course.cgroups import Cgroup, joining
 from attnlab.course.files import Submission, copy_folder, read_notebook_bytes, safe_cell
-from attnlab.course.spec import Case, ExerciseFailure, Spec, get_spec, judge
+from attnlab.course.runner import STARTED
+from attnlab.course.spec import Case, Spec, get_spec
 from attnlab.course.student import check_ids_in
+from attnlab.course.verdicts import (  # noqa: F401  (_load_result, _verdict: for tests)
+    _defining_cell,
+    _evaluated_name,
+    _load_result,
+    _run_text,
+    _verdict,
+    code_cell_numbers,
+)
 
 #: The long CSV: one row per student, notebook and exercise. ``seconds`` is the only column
 #: that differs between two gradings with the same ``--seed``.
@@ -207,49 +214,6 @@ def _prepare(ids: list[str], settings: Settings, submission: Submission,
     return prepared, inputs
 
 
-def _load_result(blob: object) -> tuple:
-    """Decode one base64 ``.npz`` from the sandbox: a tuple of ``{"ok"|"error": ...}``."""
-    if not isinstance(blob, str) or len(blob) > MAX_NPZ_BYTES * 4 // 3 + 4:
-        raise ValueError("missing or too large")
-    raw = base64.b64decode(blob, validate=True)
-    with zipfile.ZipFile(io.BytesIO(raw)) as archive:  # no zip bomb: sizes before reading
-        members = archive.infolist()
-        if len(members) > 10_000 or sum(m.file_size for m in members) > 4 * MAX_NPZ_BYTES:
-            raise ValueError("too large once unpacked")
-    with np.load(io.BytesIO(raw), allow_pickle=False) as data:
-        arrays = {k: data[k] for k in data.files}
-    tree = arrays.pop("__tree__")
-    results = _decode(json.loads(str(tree)), arrays)
-    if isinstance(results, dict):  # {"name": the name evaluated, "cases": (...)}
-        results = results.get("cases")
-    if not isinstance(results, tuple) or not all(isinstance(r, dict) for r in results):
-        raise ValueError("malformed")
-    return results
-
-
-def _verdict(spec: Spec, cases: list[Case], blob: object) -> tuple[bool, str]:
-    """Judge the sandbox's results of one exercise against the grader's references."""
-    try:
-        results = _load_result(blob)
-    except Exception as error:  # untrusted bytes: any decoding failure is a failed exercise
-        return False, f"the answer's results could not be read ({type(error).__name__})"
-    if not results:
-        return False, "the answer's results are empty"
-    for index, case in enumerate(cases):
-        if index >= len(results):
-            return False, f"the answer stopped before case {index + 1} of {len(cases)}"
-        result = results[index]
-        if "error" in result:
-            return False, str(result["error"])
-        try:
-            judge(result.get("ok"), case)
-        except ExerciseFailure as failure:
-            return False, str(failure)
-        except Exception as error:  # numbers a judge cannot use (wrong nesting, strings)
-            return False, f"the answer's results could not be judged ({type(error).__name__})"
-    return True, spec.passed
-
-
 #: Every user id this process has handed to a sandbox (to check that none is still in use).
 USED_UIDS: set[int] = set()
 
@@ -259,18 +223,6 @@ def _next_uid() -> int:
         uid = sandbox.UID_BASE + (os.getpid() % 64) * 64 + next(_uids) % 64
         USED_UIDS.add(uid)
         return uid
-
-
-def _evaluated_name(blob: object) -> str:
-    """The name the sandbox says it evaluated ("" if none or unreadable; a flag only)."""
-    try:
-        raw = base64.b64decode(str(blob), validate=True)
-        with np.load(io.BytesIO(raw), allow_pickle=False) as data:
-            tree = json.loads(str(data["__tree__"]))
-        name = tree["d"]["name"]["s"]
-        return name if isinstance(name, str) and name.isidentifier() else ""
-    except Exception:  # untrusted bytes: no name
-        return ""
 
 
 def _runner_argv(settings: Settings, submitted: str, work: str, io_dir: str) -> list[str]:
@@ -283,8 +235,16 @@ def _runner_argv(settings: Settings, submitted: str, work: str, io_dir: str) -> 
 def _execute(
     request: dict, submission: Submission, tmp: Path, settings: Settings
 ) -> tuple[dict, str]:
-    """Run the notebook (sandboxed unless the mode is ``unsandboxed``); the runner's report."""
-    submitted = tmp / "submitted"
+    """Run the notebook in the settings' mode; the runner's report.
+
+    ``uid-only`` (root without a working bubblewrap, as in a Docker container) runs the
+    runner under a user id of its own in ``tmp/box``: it cannot read the request (root's,
+    mode 0600), the grader's files or the results file, and its stragglers are killed.
+    """
+    own_uid = settings.mode == "uid-only"
+    box = tmp / "box" if own_uid else tmp
+    box.mkdir(exist_ok=True)
+    submitted = box / "submitted"
     if submission.own_folder and submission.folder is not None:
         copy_folder(submission.folder, submitted)
     submitted.mkdir(exist_ok=True)
@@ -294,25 +254,33 @@ def _execute(
         shutil.copyfile(module, target)
     request_path = tmp / "request.json"
     request_path.write_text(json.dumps(request), encoding="utf-8")
+    request_path.chmod(0o600)
     limits = settings.limits
     rootful = settings.mode == "rootful"
-    uid = _next_uid() if rootful else os.getuid()
+    uid = _next_uid() if rootful or own_uid else os.getuid()
+    if rootful or own_uid:
+        sandbox.kill_user(uid)  # a straggler of an earlier run must not count against it
     if settings.mode in ("rootful", "rootless"):
-        if rootful:
-            sandbox.kill_user(uid)  # a straggler of an earlier run must not count against it
         argv = _runner_argv(settings, sandbox.SUBMITTED, sandbox.WORK, "/tmp/io")
         cmd = sandbox.sandbox_command(argv, submitted=submitted, uid=uid, limits=limits,
                                       rootless=not rootful)
         env = {"PATH": "/usr/bin:/bin"}
         cwd = "/"
     else:
-        (tmp / "io").mkdir()
-        argv = _runner_argv(settings, str(submitted), str(tmp / "work"), str(tmp / "io"))
+        (box / "io").mkdir()
+        argv = _runner_argv(settings, str(submitted), str(box / "work"), str(box / "io"))
         cmd = [*sandbox._rlimits(limits), *argv]
-        env = {**os.environ, **sandbox.sandbox_env(), "HOME": str(tmp), "MPLCONFIGDIR": str(tmp)}
+        env = {**os.environ, **sandbox.sandbox_env(), "HOME": str(box), "MPLCONFIGDIR": str(box)}
         env.pop("JUPYTER_RUNTIME_DIR")
         env.pop("IPYTHONDIR")
-        cwd = str(tmp)
+        cwd = str(box)
+        if own_uid:
+            os.chmod(tmp, 0o711)  # the box is reachable by name; nothing else here is
+            for path in [box, *box.rglob("*")]:
+                os.lchown(path, uid, uid)
+            cmd = [*sandbox._rlimits(limits), "setpriv", f"--reuid={uid}", f"--regid={uid}",
+                   "--clear-groups", "--no-new-privs", "--inh-caps=-all",
+                   "--bounding-set=-all", "--", *argv]
     out_path, err_path = tmp / "report.json", tmp / "runner.log"
     group = Cgroup(f"attnlab-{uid}-{os.getpid()}-{next(_uids)}", limits.total_memory,
                    limits.processes)
@@ -330,76 +298,20 @@ def _execute(
             ended = f"timeout (limit {settings.timeout:g} s)"
         finally:
             group.destroy()
-            if rootful:
+            if rootful or own_uid:
                 sandbox.kill_user(uid)
     try:
         report = json.loads(out_path.read_bytes()[-(80 * 2**20):].decode("utf-8").splitlines()[-1])
         if not isinstance(report, dict):
             raise ValueError
     except (ValueError, IndexError, UnicodeDecodeError):
+        log = err_path.read_bytes()[:1 << 20].decode("utf-8", "replace")
+        if STARTED not in log and not ended:  # the host's fault, not the notebook's
+            last = (log.strip().splitlines() or [""])[-1][:300]
+            raise RuntimeError(f"the runner did not start (exit status {process.returncode}"
+                               f"{': ' + last if last else ''})") from None
         return {}, ended or f"the run ended without a report (exit status {process.returncode})"
     return report, ""
-
-
-def _indices(value: object) -> list[int]:
-    items = value if isinstance(value, list) else list(value) if isinstance(value, dict) else []
-    return sorted({int(i) for i in items if str(i).isdigit()})
-
-
-def code_cell_numbers(nb: nbformat.NotebookNode) -> dict[int, int]:
-    """Cell index → its number as JupyterLab shows it after Run All: code cells from 1."""
-    numbers, count = {}, 0
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type == "code":
-            count += 1
-            numbers[index] = count
-    return numbers
-
-
-def _cells(indices: Iterable[int], numbers: dict[int, int]) -> str:
-    """``code cell 4`` or ``code cells 4, 6`` (JupyterLab's numbers)."""
-    shown = [str(numbers.get(i, i + 1)) for i in sorted(set(indices))]
-    return ("code cell " if len(shown) == 1 else "code cells ") + ", ".join(shown)
-
-
-def _run_text(report: dict, numbers: dict[int, int], settings: Settings) -> str:
-    """How the run went, in one line, cells numbered as JupyterLab numbers them."""
-    run = report.get("run")
-    run = str(run) if isinstance(run, str) else "unknown"
-    skipped = report.get("skipped") if isinstance(report.get("skipped"), dict) else {}
-    errors = report.get("errors") if isinstance(report.get("errors"), dict) else {}
-    timeouts, truncated = _indices(report.get("timeouts")), _indices(report.get("truncated"))
-    hung = [i for i in _indices(skipped) if "interrupt" in str(skipped[str(i)])]
-    killed = [i for i in _indices(skipped) if i not in hung]
-    limit = settings.cell_timeout or settings.timeout
-    parts = [run]
-    if timeouts:
-        parts.append(f"timeout in {_cells(timeouts, numbers)} (limit {limit:g} s"
-                     + (", ignored the interrupt: skipped" if hung else ", interrupted") + ")")
-    if killed:
-        parts.append(f"kernel died in {_cells(killed, numbers)} (skipped, the other "
-                     "cells re-ran in a fresh kernel)")
-    crashed = [i for i in _indices(errors) if i not in timeouts]
-    if crashed:
-        parts.append(f"errors in {_cells(crashed, numbers)}")
-    stopped = report.get("stopped_at")
-    if isinstance(stopped, int):
-        parts.append(f"notebook time limit ({settings.timeout:g} s) reached: code cells from "
-                     f"{numbers.get(stopped, stopped + 1)} on not run")
-    if truncated:
-        parts.append(f"output of {_cells(truncated, numbers)} truncated")
-    if report.get("evaluation"):
-        parts.append(str(report["evaluation"]))
-    return "; ".join(parts)
-
-
-def _defining_cell(nb: nbformat.NotebookNode, name: str, numbers: dict[int, int]) -> str:
-    """The number of the last code cell that defines ``name`` at its top level ("" if none)."""
-    pattern = re.compile(rf"^(?:(?:async\s+)?def|class)\s+{re.escape(name)}\b|^{re.escape(name)}"
-                         rf"\s*(?::[^=]*)?=(?!=)", re.MULTILINE)
-    found = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and
-             pattern.search(c.source)]
-    return str(numbers[found[-1]]) if found else ""
 
 
 def grade_notebook(
@@ -458,7 +370,7 @@ def grade_notebook(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     numbers = code_cell_numbers(nb)
-    run = failure or _run_text(report, numbers, settings)
+    run = failure or _run_text(report, numbers, settings.timeout, settings.cell_timeout)
     results = report.get("results") if isinstance(report.get("results"), dict) else {}
     planted = report.get("planted") if isinstance(report.get("planted"), list) else []
     flags = []

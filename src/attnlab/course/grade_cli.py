@@ -61,11 +61,17 @@ __all__ = ["COLUMNS", "Settings", "Submission", "find_submissions", "grade", "gr
 
 WARNING = """\
 ################################################################################
-#  WARNING: GRADING WITHOUT A SANDBOX (--allow-unsandboxed).
-#  Student code runs with YOUR user and can read and write everything you can:
-#  other students' notebooks, this grader, your files. Resource limits still
-#  apply. Do this only for work you trust. Why no sandbox: {why}
+#  WARNING: GRADING WITHOUT A SANDBOX (--allow-unsandboxed), mode {mode}.
+#  Student code runs with {who}
+#  and sees the file system as it is. Resource limits still apply. Do this only
+#  for work you trust, or in a throwaway container or VM. Why no sandbox: {why}
 ################################################################################"""
+_WHO = {
+    "unsandboxed": ("YOUR user: it can read and write everything you can (other\n"
+                    "#  students' notebooks, this grader, your files)"),
+    "uid-only": ("a user id of its own (you are root): it can read what any user\n"
+                 "#  may read, but not write your files or the results"),
+}
 
 
 def _missing(
@@ -120,11 +126,11 @@ def grade(
     _load_chapters()
     load_checks(checks or [])
     isolated, why = sandbox.availability()
-    mode = sandbox.sandbox_mode() if isolated else "unsandboxed"
+    mode = sandbox.sandbox_mode() if isolated else sandbox.unsandboxed_mode()
     if not isolated:
         if not allow_unsandboxed:
             raise RuntimeError(f"no sandbox: {why} (or pass --allow-unsandboxed, see the guide)")
-        print(WARNING.format(why=why), file=sys.stderr)
+        print(WARNING.format(why=why, mode=mode, who=_WHO[mode]), file=sys.stderr)
     wanted = limits or sandbox.Limits(cpu_seconds=int(timeout + 300))
     limits, lowered = sandbox.effective_limits(wanted)
     seed = secrets.randbits(31) if seed is None else int(seed)

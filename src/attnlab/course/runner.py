@@ -199,6 +199,8 @@ class _Run:
         return _results(folder / "outputs", sorted(inputs))
 
 
+#: The line the runner writes on stderr once it has started (before any student code runs).
+STARTED = "attnlab-runner: started"
 EVALUATION = "__import__('attnlab.course.capture', fromlist=['_']).evaluate({folder!r})"
 
 
@@ -253,6 +255,8 @@ def main(argv: list[str]) -> int:
     """Entry point inside the sandbox; reads the request on stdin, prints one JSON line."""
     _not_dumpable()
     request = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    sys.stderr.write(STARTED + "\n")  # before any student code: the grader knows we ran
+    sys.stderr.flush()
     null = os.open(os.devnull, os.O_RDONLY)  # the kernel inherits nothing of the request
     os.dup2(null, 0)
     os.close(null)

@@ -292,6 +292,14 @@ def availability() -> tuple[bool, str]:
     return bool(mode), how
 
 
+def unsandboxed_mode() -> str:
+    """The mode of ``--allow-unsandboxed``: ``uid-only`` as root on Linux (each notebook
+    under a user id of its own, without namespaces), else ``unsandboxed``."""
+    if sys.platform == "linux" and os.geteuid() == 0 and shutil.which("setpriv"):
+        return "uid-only"
+    return "unsandboxed"
+
+
 def sandbox_mode() -> str:
     """``"rootful"``, ``"rootless"``, or ``""`` when no sandbox works here."""
     return _probe()[0]
