@@ -240,3 +240,45 @@ def test_a_canvas_download_is_graded_once_per_student(tmp_path):
                           ["Al Absent", "55555", "", "", "", "0"]]
     assert sorted(p.name for p in (out / "feedback").iterdir()) == [
         "12345.md", "23456.md", "55555.md"]
+
+
+def test_the_gradescope_bundle_grades_one_submission_into_results_json(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import zipfile
+
+    from attnlab.course import gradescope, sandbox
+
+    source = tmp_path / "assignment"
+    source.mkdir()
+    shutil.copy(COURSEWORK / "hw_checks.py", source)
+    shutil.copy(COURSEWORK / HW, source)
+    bundle = tmp_path / "autograder.zip"
+    names = gradescope.build(source, bundle, requirement="attnlab", timeout=60)
+    assert sorted(names) == ["assignment/hw_checks.py", f"assignment/{HW}", "run_autograder",
+                             "setup.sh"]
+    with pytest.raises(ValueError, match="either --wheel"):
+        gradescope.build(source, tmp_path / "x.zip")
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(bundle) as archive:
+        archive.extractall(root / "source")
+        assert archive.getinfo("run_autograder").external_attr >> 16 & 0o111
+    assert "pip install attnlab" in (root / "source" / "setup.sh").read_text()
+    if not sandbox.availability()[0] and sandbox.unsandboxed_mode() == "unsandboxed":
+        pytest.skip("no sandbox and not root: run_autograder would grade unsandboxed")
+    (root / "submission").mkdir()
+    header = "import hw_checks  # noqa: F401\nimport numpy as np"
+    answer = new_notebook(cells=[new_code_cell(header),
+                                 new_code_cell("uniform_entropy = float(np.log(4))")])
+    nbformat.write(answer, root / "submission" / "softmax_hw (2).ipynb")
+    env = {**os.environ, "AUTOGRADER": str(root), "ATTNLAB_PYTHON": sys.executable,
+           "ATTNLAB_SEED": "11", "PYTHONPATH": str(Path(sandbox.__file__).parents[2])}
+    done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results["score"] == 1.0, results  # 99.2 right, 99.1 not answered
+    assert [(t["name"], t["status"]) for t in results["tests"]] == [
+        ("Exercise 99.1", "failed"), ("Exercise 99.2", "passed")]
+    assert "seed 11" in results["output"] and "renamed copy" in results["tests"][1]["output"]
