@@ -282,3 +282,8 @@ def test_the_gradescope_bundle_grades_one_submission_into_results_json(tmp_path)
     assert [(t["name"], t["status"]) for t in results["tests"]] == [
         ("Exercise 99.1", "failed"), ("Exercise 99.2", "passed")]
     assert "seed 11" in results["output"] and "renamed copy" in results["tests"][1]["output"]
+    broken = {**env, "ATTNLAB_PYTHON": "/bin/false"}  # a grader that fails: a zero, said so
+    done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=broken,
+                          capture_output=True, text=True, timeout=60)
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results["score"] == 0 and "could not grade" in results["output"], results

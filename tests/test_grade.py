@@ -66,6 +66,11 @@ EXPECTED = {
         {"99.1": (True, "matches attnlab.softmax"), "99.2": (True, "log(4)")},
         "completed",
     ),
+    "deaf": (  # ignores the interrupt in an endless loop: skipped, the rest re-runs
+        {"99.1": (True, "matches attnlab.softmax"), "99.2": (True, "log(4)")},
+        f"completed; timeout in code cell 4 (limit {TIMEOUT:g} s, ignored the interrupt: "
+        "skipped)",
+    ),
     "blank": (
         {
             "99.1": (False, "not answered yet"),
@@ -106,6 +111,13 @@ def graded(tmp_path_factory):
     ]
     (submissions / "erin" / NAME).write_text(json.dumps(erin))
     (submissions / "gina").mkdir()
+    deaf = json.loads((submissions / "alice" / NAME).read_text())
+    looping = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
+    deaf["cells"].insert(6, {"cell_type": "code", "execution_count": None, "id": "deaf",
+                             "metadata": {}, "outputs": [], "source": looping})
+    (submissions / "deaf").mkdir()
+    shutil.copy(COURSEWORK / "hw_checks.py", submissions / "deaf")
+    (submissions / "deaf" / NAME).write_text(json.dumps(deaf))
     shutil.copytree(COURSEWORK, submissions / "reference")
     assign(COURSEWORK, submissions / "blank")
     # A second notebook for alice, with no exercise and a crash: it must still get a row.

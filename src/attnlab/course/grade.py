@@ -1,12 +1,15 @@
-"""Grade a folder of submitted notebooks in sandboxes; the grader alone decides pass or fail.
+"""Grade one submitted notebook in a sandbox; the grader alone decides pass or fail.
 
-For each notebook: the grader makes every exercise's cases and references itself (from the
-trusted specs: attnlab's chapters and the instructor's ``--checks`` modules), hands only the
-inputs to a fresh sandbox (:mod:`attnlab.course.sandbox`) in which the notebook runs top to
-bottom; each ``check(...)`` call there evaluates the answer on those inputs and the runner
-sends back plain numbers. The grader judges them against its references. Nothing the
-notebook does to ``attnlab`` in its kernel, to files, or to the inputs changes a grade:
-the only way to pass is to return the right numbers for inputs drawn after submission.
+For each notebook: the grader draws every exercise's cases (seeded, :func:`case_seed`) and
+computes the references itself, from the trusted specs (attnlab's chapters and the
+instructor's ``--checks`` modules). The notebook runs top to bottom in a fresh sandbox
+(:mod:`attnlab.course.runner`); only after its last cell does the runner receive the inputs
+(sent on its stdin, never where the notebook's cells could see them) and call each answer
+by the name its spec gives, in a forked child with its own time limit
+(:mod:`attnlab.course.capture`). The grader judges the plain numbers that come back
+(:mod:`attnlab.course.verdicts`). Nothing the notebook does to ``attnlab`` in its kernel, to
+files, or to its inputs changes a grade: the only way to pass is to define an answer that
+returns the right numbers for inputs drawn after the notebook ran.
 """
 
 from __future__ import annotations

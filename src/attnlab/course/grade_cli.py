@@ -1,19 +1,21 @@
-"""Grade a folder of submitted notebooks, each in its own sandbox; write one CSV.
+"""Grade a folder of submitted notebooks, each in its own sandbox; write the CSV and reports.
 
-Run it from the command line (as root, with bubblewrap: ``scripts/ensure_sandbox.sh``)::
+Run it from the command line (Linux with bubblewrap, ``scripts/ensure_sandbox.sh``; as root
+or as any user)::
 
-    python -m attnlab.grade submissions/ --out grades.csv --source notebooks/ --jobs 2
+    python -m attnlab.grade submissions/ --out grades.csv --source notebooks/ --jobs 2 \
+        --seed 7 --gradebook gradebook.csv --feedback feedback/
 
-``submissions/`` holds one folder per student (``submissions/alice/05_multi_head_attention.ipynb``);
-a notebook lying directly in ``submissions/`` is graded under its own file name as the student.
+``submissions/`` holds one folder per student (``submissions/alice/05_multi_head_attention.ipynb``),
+or a Canvas or Moodle download (``--layout``, ``--roster``: :mod:`attnlab.course.lms`); a
+notebook lying directly in a folder-per-student ``submissions/`` is graded under its own file
+name as the student.
 
-How it works (details in ``attnlab.course.grade`` and the instructor guide). Each notebook
-runs top to bottom in a fresh kernel inside its own sandbox (``attnlab.course.sandbox``):
-a private copy of only its own folder, its own user id, no network, limits on memory, CPU,
-processes, file size and output. The grader draws every exercise's cases and computes the
-references itself; each ``check("NN.k", answer)`` in the notebook evaluates the answer on
-those inputs and only the numbers come back. Pass or fail is decided here, so patching
-``attnlab`` inside the notebook, writing files or mutating inputs cannot change a grade.
+How it works (details in :mod:`attnlab.course.grade` and the instructor guide). Each notebook
+runs top to bottom in a fresh kernel inside its own sandbox (:mod:`attnlab.course.sandbox`;
+the mode, ``rootful``, ``rootless``, ``uid-only`` or ``unsandboxed``, is printed and recorded);
+after its last cell the grader calls each exercise's answer by name on inputs drawn then,
+and judges the numbers itself. The seed of those inputs (``--seed``) is in every output.
 
 What is graded. The exercises of a notebook are the ``check("NN.k", ...)`` calls found in the
 matching reference notebook (``--source``) and in the submission itself. Their specs come
@@ -23,7 +25,8 @@ student's folder gets rows with ``run`` set to ``not submitted``.
 
 The CSV has one row per student, notebook and exercise, with the columns of ``COLUMNS``;
 every entry of the folder gets rows whatever it holds (links, fifos, odd names), cells are
-never spreadsheet formulas, and the file is replaced atomically.
+never spreadsheet formulas, and the file (mode 0644) is replaced atomically. The command
+exits 4 when a grade could not be computed (a fault of the host, never a silent zero).
 """
 
 from __future__ import annotations

@@ -54,7 +54,9 @@ rm -f "$ROOT/results/results.json"
     --allow-unsandboxed
 status=$?
 if [ ! -s "$ROOT/results/results.json" ]; then
-    printf '{{"score": 0, "output": "The autograder could not grade this submission (exit status %s). Please tell your instructor.", "visibility": "visible"}}\\n' "$status" > "$ROOT/results/results.json"
+    message="The autograder could not grade this submission (exit status $status)."
+    printf '{{"score": 0, "output": "%s Please tell your instructor."}}\n' \
+        "$message" > "$ROOT/results/results.json"
 fi
 exit 0
 """
