@@ -3,7 +3,8 @@
 The six numbers are ``RLIMIT_DATA``, ``RLIMIT_AS``, ``RLIMIT_CPU``, ``RLIMIT_NPROC``,
 ``RLIMIT_FSIZE`` and ``RLIMIT_NOFILE`` (bytes, seconds or counts), each set as soft and hard
 limit but never above the hard limit already in force (an unprivileged process may not raise
-it). Portable where ``prlimit`` is not (macOS); the grader starts every sandbox through it.
+it); a negative number leaves that limit alone. Portable where ``prlimit`` is not (macOS);
+the grader starts every sandbox through it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ INLINE = (
     "import os, resource, sys\n"
     f"names = {NAMES!r}\n"
     "for name, value in zip(names, map(int, sys.argv[1:7])):\n"
-    "    if hasattr(resource, name):\n"
+    "    if value >= 0 and hasattr(resource, name):\n"
     "        which = getattr(resource, name)\n"
     "        hard = resource.getrlimit(which)[1]\n"
     "        value = value if hard == resource.RLIM_INFINITY else min(value, hard)\n"
@@ -31,9 +32,10 @@ INLINE = (
 
 
 def apply(values: list[int]) -> None:
-    """Set each limit of ``NAMES`` to ``values`` (capped at the current hard limit)."""
+    """Set each limit of ``NAMES`` to ``values`` (capped at the current hard limit; a
+    negative value leaves that limit alone)."""
     for name, value in zip(NAMES, values, strict=True):
-        if not hasattr(resource, name):
+        if value < 0 or not hasattr(resource, name):
             continue
         which = getattr(resource, name)
         hard = resource.getrlimit(which)[1]

@@ -143,6 +143,8 @@ class _Run:
         with client.setup_kernel(env=self.env, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL):
             client.wait_for_reply(client.kc.kernel_info())  # iopub is connected after this
+            if self.state["deadline"] is None:  # the notebook's time starts at its first cell
+                self.state["deadline"] = time.monotonic() + self.state["timeout"]
             for index, cell in enumerate(self.nb.cells):
                 if cell.cell_type != "code" or index in skip:
                     continue
@@ -211,7 +213,7 @@ def run(request: dict[str, Any], timeout: float, cell_timeout: float, startup: f
     inputs = {str(k): str(v) for k, v in dict(request.get("inputs", {})).items()}
     _copy_folder(submitted, work)
     state: dict[str, Any] = {
-        "deadline": time.monotonic() + timeout + startup, "cell_timeout": cell_timeout,
+        "deadline": None, "timeout": timeout, "cell_timeout": cell_timeout,
         "startup": startup, "output_limit": output_limit, "io": io, "inputs": inputs,
         "evaluation_timeout": float(request.get("evaluation_timeout", 60.0)),
         "timeouts": set(), "planted": [], "results": {}, "run": "completed",

@@ -109,15 +109,19 @@ def describe_limits(limits: Limits) -> str:
     return ", ".join(f"{f.name} {_size(f.name, getattr(limits, f.name))}" for f in fields(limits))
 
 
-def _rlimits(limits: Limits) -> list[str]:
+def _rlimits(limits: Limits, processes: bool = True) -> list[str]:
     """The launcher that sets the rlimits (soft = hard) and then execs the rest.
 
     It is :mod:`attnlab.course.rlimits`'s code, run with ``python -I -c`` so that it
     needs no import path (the sandbox's command line starts with a bare environment).
+    ``processes=False`` leaves ``RLIMIT_NPROC`` alone: outside a user namespace it counts
+    every process of the user on the machine, so a rootless sandbox sets it inside.
     """
     from attnlab.course import rlimits
 
     values = [str(getattr(limits, name)) for name in RLIMITS]
+    if not processes:
+        values[list(RLIMITS).index("processes")] = "-1"
     return [python_executable(), "-I", "-c", rlimits.INLINE, *values, "--"]
 
 
@@ -157,7 +161,8 @@ def sandbox_command(
     """
     if rootless is None:
         rootless = os.geteuid() != 0
-    cmd = [*_rlimits(limits), "bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc"]
+    cmd = [*_rlimits(limits, processes=not rootless), "bwrap", "--unshare-pid",
+           "--unshare-net", "--unshare-ipc"]
     if rootless:
         cmd += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
     cmd += ["--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
@@ -188,7 +193,8 @@ def sandbox_command(
     for key, value in sandbox_env().items():
         cmd += ["--setenv", key, value]
     if rootless:  # bwrap itself sets no_new_privs; the user namespace holds no capability
-        return [*cmd, "--", *argv]
+        # RLIMIT_NPROC inside the user namespace counts only the sandbox's own processes.
+        return [*cmd, "--", *_rlimits(limits), *argv]
     cmd += ["--", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
     cmd += ["--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--", *argv]
     return cmd
