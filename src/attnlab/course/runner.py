@@ -182,11 +182,15 @@ class _Run:
         inputs: dict[str, str] = self.state["inputs"]
         if not inputs:
             return {}
-        folder = Path(tempfile.mkdtemp(prefix="eval-", dir=self.state["io"]))
-        (folder / "inputs").mkdir()
-        (folder / "outputs").mkdir()
-        for exercise_id, blob in inputs.items():
-            (folder / "inputs" / f"{exercise_id}.npz").write_bytes(base64.b64decode(blob))
+        try:
+            folder = Path(tempfile.mkdtemp(prefix="eval-", dir=self.state["io"]))
+            (folder / "inputs").mkdir()
+            (folder / "outputs").mkdir()
+            for exercise_id, blob in inputs.items():
+                (folder / "inputs" / f"{exercise_id}.npz").write_bytes(base64.b64decode(blob))
+        except OSError as error:  # the notebook filled or broke its scratch space
+            self.state["evaluation"] = f"the grader could not write its inputs ({error.strerror})"
+            return {}
         self.limit = self.state["evaluation_timeout"]
         self.state["deadline"] = time.monotonic() + self.limit + 1
         cell = nbformat.v4.new_code_cell(source.format(folder=str(folder)))
