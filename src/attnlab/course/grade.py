@@ -38,7 +38,7 @@ from attnlab.course.adapters import save_plain
 from attnlab.course.assign import read_notebook
 from attnlab.course.cgroups import Cgroup, joining
 from attnlab.course.files import Submission, copy_folder, read_notebook_bytes, safe_cell
-from attnlab.course.runner import STARTED
+from attnlab.course.runner import _MAX_RESTARTS, STARTED
 from attnlab.course.spec import Case, Spec, get_spec
 from attnlab.course.student import check_ids_in
 from attnlab.course.verdicts import (  # noqa: F401  (_load_result, _verdict: for tests)
@@ -288,7 +288,9 @@ def _execute(
     group = Cgroup(f"attnlab-{uid}-{os.getpid()}-{next(_uids)}", limits.total_memory,
                    limits.processes)
     group.create()
-    wait = settings.timeout + 3 * _STARTUP + float(request.get("evaluation_timeout", 0))
+    runs = _MAX_RESTARTS + 1  # each run of the notebook may take the whole --timeout
+    wait = runs * (settings.timeout + 15) + 2 * _STARTUP + float(
+        request.get("evaluation_timeout", 0))
     with out_path.open("wb") as out, err_path.open("wb") as err, request_path.open("rb") as inp:
         process = subprocess.Popen(joining(group, cmd), stdout=out, stderr=err, stdin=inp,
                                    cwd=cwd, env=env, start_new_session=True)

@@ -8,7 +8,8 @@ folder (read-only at ``SUBMITTED``) is copied to the writable ``WORK`` folder an
 notebook runs there top to bottom in a fresh kernel, every cell allowed to fail:
 
 * a cell that runs past ``CELL_TIMEOUT`` is interrupted and the run goes on; one that ignores
-  the interrupt, or kills the kernel, is skipped in a fresh kernel that re-runs the others;
+  the interrupt, or kills the kernel, is skipped in a fresh kernel that re-runs the others
+  (at most ``_MAX_RESTARTS`` times, each run with the whole ``TIMEOUT``);
 * output past ``OUTPUT_LIMIT`` bytes is dropped (the cells that printed it are named);
 * only after the last cell are the inputs written, to a folder of a fresh random name, and
   one more cell, the grader's, calls each answer by name on them in a forked child with its
@@ -143,8 +144,9 @@ class _Run:
         with client.setup_kernel(env=self.env, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL):
             client.wait_for_reply(client.kc.kernel_info())  # iopub is connected after this
-            if self.state["deadline"] is None:  # the notebook's time starts at its first cell
-                self.state["deadline"] = time.monotonic() + self.state["timeout"]
+            # Each run of the notebook (a re-run after a skipped cell too) gets the whole
+            # notebook limit from its first cell on: a skipped cell costs only itself.
+            self.state["deadline"] = time.monotonic() + self.state["timeout"]
             for index, cell in enumerate(self.nb.cells):
                 if cell.cell_type != "code" or index in skip:
                     continue
