@@ -15,11 +15,9 @@ returns the right numbers for inputs drawn after the notebook ran.
 from __future__ import annotations
 
 import base64
-import importlib.util
 import itertools
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -35,7 +33,12 @@ import numpy as np
 
 from attnlab.course import sandbox
 from attnlab.course.adapters import save_plain
-from attnlab.course.assign import read_notebook
+from attnlab.course.assigned import (  # noqa: F401  (re-exported: the grader's API)
+    checked_names,
+    expected_exercises,
+    load_checks,
+    source_names,
+)
 from attnlab.course.cgroups import Cgroup, joining
 from attnlab.course.files import Submission, copy_folder, read_notebook_bytes, safe_cell
 from attnlab.course.runner import _MAX_RESTARTS, STARTED
@@ -80,71 +83,6 @@ class Settings:
     names: dict[str, dict[str, str]] = field(default_factory=dict)
     points: dict[str, float] = field(default_factory=dict)
     check_files: tuple[Path, ...] = ()
-
-
-def load_checks(paths: Iterable[Path]) -> list[str]:
-    """Import the instructor's check modules (``*.py`` files); the names imported."""
-    names = []
-    for path in paths:
-        name = f"attnlab_instructor_{Path(path).stem}"
-        module_spec = importlib.util.spec_from_file_location(name, path)
-        if module_spec is None or module_spec.loader is None:
-            raise ValueError(f"cannot import check module {path}")
-        module = importlib.util.module_from_spec(module_spec)
-        try:
-            module_spec.loader.exec_module(module)
-        except Exception as error:  # the instructor's code: say which file, in one line
-            reason = (str(error).strip().splitlines() or [""])[0][:200]
-            raise ValueError(
-                f"check module {path} does not import: {type(error).__name__}: {reason}"
-            ) from None
-        names.append(name)
-    return names
-
-
-def _source_paths(source: Path) -> list[Path]:
-    paths = [source] if source.is_file() else sorted(source.rglob("*.ipynb"))
-    return [p for p in paths
-            if p.is_file() and not {".ipynb_checkpoints", "_build"}.intersection(p.parts)]
-
-
-def expected_exercises(source: Path | None) -> dict[str, list[str]]:
-    """Notebook file name → the exercise ids its self-check cells call (from ``source``)."""
-    if source is None:
-        return {}
-    expected = {}
-    for path in _source_paths(source):
-        nb = read_notebook(path)
-        ids = [i for c in nb.cells if c.cell_type == "code" for i in check_ids_in(c.source)]
-        expected[path.name] = list(dict.fromkeys(ids))
-    return expected
-
-
-_NAMED_CHECK = re.compile(r"\bcheck\(\s*['\"](?P<id>\d{2}\.\d+)['\"]\s*,\s*(?P<name>[A-Za-z_]\w*)")
-
-
-def checked_names(cells: Iterable[str]) -> dict[str, str]:
-    """Exercise id → the name a ``check("NN.k", name)`` call passes (first call wins).
-
-    Examples
-    --------
-    >>> checked_names(['assert check("05.1", concat_heads)', 'check("05.1", other)'])
-    {'05.1': 'concat_heads'}
-    """
-    found: dict[str, str] = {}
-    for source in cells:
-        for match in _NAMED_CHECK.finditer(source):
-            found.setdefault(match["id"], match["name"])
-    return found
-
-
-def source_names(source: Path | None) -> dict[str, dict[str, str]]:
-    """Notebook file name → ``{exercise id: name checked}`` in the assigned notebooks."""
-    if source is None:
-        return {}
-    return {path.name: checked_names(c.source for c in read_notebook(path).cells
-                                     if c.cell_type == "code")
-            for path in _source_paths(source)}
 
 
 def case_seed(seed: int, *parts: str) -> list[int]:
