@@ -11,6 +11,7 @@ reached)``, so that the grade says whether the sandbox held (as in ``test_course
 
 from __future__ import annotations
 
+import atexit
 import csv
 import math
 import os
@@ -94,6 +95,7 @@ def _reachable_python() -> list[str]:
     # A private mount namespace in which `hidden` is an open tmpfs holding only the
     # interpreter's own folder: nothing of it is visible to anyone else.
     keep = tempfile.mkdtemp(prefix="attnlab-interp-")
+    atexit.register(os.rmdir, keep)  # empty on the host: the mounts live in the namespace
     inner = Path(sys.base_prefix).resolve().relative_to(hidden).parts[0]
     script = (f"mount --bind {hidden / inner} {keep} && "
               f"mount -t tmpfs -o mode=0755 tmpfs {hidden} && mkdir {hidden / inner} && "
