@@ -165,7 +165,24 @@ statuses = [os.waitpid(pid, 0)[1] for pid in children]
 killed = sum(os.WIFSIGNALED(s) and os.WTERMSIG(s) == 9 for s in statuses)
 assert killed >= 1, "the sandbox's total memory limit did not hold"
 """
-SHOUTER = "for _ in range(100):\n    print('x' * 2**20)"
+SHOUTER = "for _ in range(100):\n    print('x' * 2**20)"  # 100 MB: truncated, not fatal
+FORGED_RESULTS = (  # no answer and no check cell: a results file it made itself instead
+    "import os\nfrom pathlib import Path\nfrom attnlab import softmax\n"
+    "from attnlab.course.adapters import save_plain\n"
+    "cap = Path(os.environ.get('ATTNLAB_CAPTURE', '/tmp/io'))\n"
+    "seen = [p for p in cap.rglob('*.npz')]  # the grader's inputs, if they were there\n"
+    "(cap / 'outputs').mkdir(parents=True, exist_ok=True)\n"
+    "guess = [{'ok': softmax(np.ones((3, 5)))}] * 3\n"
+    "save_plain(cap / 'outputs' / '99.1.npz', guess)\n"
+    "save_plain(cap / 'outputs' / '99.1.npz.tmp2', {'name': 'stable_softmax', 'cases': guess})"
+)
+GARBAGE = (  # a correct answer, no check cell, and garbage where results used to travel
+    "import os\nfrom pathlib import Path\n"
+    "cap = Path(os.environ.get('ATTNLAB_CAPTURE', '/tmp/io'))\n"
+    "(cap / 'outputs').mkdir(parents=True, exist_ok=True)\n"
+    "(cap / 'outputs' / '99.1.npz').write_bytes(os.urandom(4096))"
+)
+
 PARRICIDE = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"
 
 #: The rows of a notebook that keeps both grades (an honest answer the attack did not spoil).
@@ -190,20 +207,15 @@ CLASS = {
     "herd": (_notebook(HERD, SOFTMAX, CHECK_1, ENTROPY, CHECK_2), PASSES),
     "shouter": (
         _notebook(SOFTMAX, CHECK_1, SHOUTER, ENTROPY, CHECK_2),
-        {"99.1": (True, "matches"), "99.2": (False, "output limit")},
+        {"99.1": (True, "matches"), "99.2": (True, "output of code cells 4, 6 truncated")},
     ),
-    "parricide": (
-        _notebook(SOFTMAX, CHECK_1, PARRICIDE, ENTROPY, CHECK_2),
-        {"99.1": (False, "without a report"), "99.2": (False, "without a report")},
+    "mallory": (  # deleted check cell, hand-made results file: it must not pass through it
+        _notebook(FORGED_RESULTS, ENTROPY, CHECK_2),
+        {"99.1": (False, "defines no `stable_softmax`"), "99.2": (True, "results folder")},
     ),
-    "crasher": (  # crashes inside the check: only that exercise is lost, the kernel lives
-        _notebook(CRASHER, CHECK_1, ENTROPY, CHECK_2),
-        {"99.1": (False, "crashed the process"), "99.2": (True, "log(4)")},
-    ),
-    "spinner": (
-        _notebook("import extra_checks  # noqa: F401", SPINNER, 'assert check("99.4", echo)',
-                  SOFTMAX, CHECK_1, ENTROPY, CHECK_2),
-        {**PASSES, "99.4": (False, "took longer than 1 s")},
+    "garbage": (  # the garbage is ignored and flagged; the answer without a check is graded
+        _notebook(SOFTMAX, GARBAGE, ENTROPY, CHECK_2),
+        {"99.1": (True, "no check cell"), "99.2": (True, "results folder (99.1.npz)")},
     ),
     "links": (_honest(), PASSES),
     "big": (_honest(), PASSES),
@@ -297,8 +309,9 @@ def test_each_student_gets_the_grade_their_answers_deserve(graded, student):
     mine = _mine(graded["rows"], shown)
     assert sorted(mine) == sorted(CLASS[student][1]), graded["rows"]
     for exercise, (passed, phrase) in CLASS[student][1].items():
-        assert mine[exercise]["passed"] == str(passed), mine[exercise]
-        assert phrase in mine[exercise]["message"] + mine[exercise]["run"], mine[exercise]
+        row = mine[exercise]
+        assert row["passed"] == ("1" if passed else "0"), row
+        assert phrase in " | ".join((row["message"], row["run"], row["flags"])), row
 
 
 @pytest.mark.parametrize(
@@ -320,8 +333,8 @@ def test_the_total_memory_of_a_sandbox_is_capped_where_cgroups_exist(graded):
 
 def test_the_saboteur_reached_nothing_outside_its_sandbox(graded):
     mine = _mine(graded["rows"], "saboteur")
-    assert mine["99.1"]["passed"] == "True"
-    assert mine["99.2"]["passed"] == "True", mine["99.2"]  # log(4) + 0 things reached
+    assert mine["99.1"]["passed"] == "1"
+    assert mine["99.2"]["passed"] == "1", mine["99.2"]  # log(4) + 0 things reached
     assert not (graded["root"] / "escape-marker").exists()
     assert not (graded["root"] / "submissions" / "escape-marker").exists()
     assert not Path("/tmp/attnlab-escape-marker").exists()
@@ -332,7 +345,15 @@ def test_no_submission_changed_and_the_odd_entries_got_rows(graded):
     rows = graded["rows"]
     for name in ("pipe", "ghost"):
         (row,) = [r for r in rows if r["student"] == name]
-        assert row["passed"] == "False" and "not graded" in row["message"]
+        assert row["passed"] == "0" and "not graded" in row["message"]
+
+
+def test_the_forged_and_the_garbage_results_are_flagged_and_never_read(graded):
+    for student in ("mallory", "garbage", "forger"):
+        for row in _mine(graded["rows"], student).values():
+            assert "the notebook wrote files into the results folder" in row["flags"], row
+    honest = _mine(graded["rows"], "honest")
+    assert all(row["flags"] == "" for row in honest.values()), honest
 
 
 def test_the_csv_is_complete_and_has_no_formula(graded):
@@ -345,6 +366,7 @@ def test_the_csv_is_complete_and_has_no_formula(graded):
         for value in row.values():
             assert not value.startswith(("=", "+", "-", "@")), row
     assert not list(graded["out"].parent.glob(".grades-*"))  # the temporary file is gone
+    assert graded["out"].stat().st_mode & 0o777 == 0o644  # readable by a TA, an LMS upload
 
 
 def test_nothing_keeps_running_and_no_temp_folder_is_left(graded):
@@ -420,3 +442,56 @@ def test_results_that_are_not_plain_numbers_fail_without_harming_the_grader():
         assert peak < 64 * 2**20  # the 320 MB were never unpacked
     assert _verdict(spec, cases, "not base64!")[0] is False
     assert _verdict(spec, cases, None)[0] is False
+
+
+def test_unsandboxed_grading_works_and_exits_non_zero_where_a_grade_was_not_computed(
+        tmp_path, monkeypatch, capsys):
+    """macOS once gave every row ``grader error: PermissionError`` and exit status 0."""
+    subs = tmp_path / "subs"
+    (subs / "zoe").mkdir(parents=True)
+    nbformat.write(_honest(), subs / "zoe" / NAME)
+    monkeypatch.setattr(sandbox, "availability", lambda: (False, "no bwrap in this test"))
+    monkeypatch.setattr(sandbox, "unsandboxed_mode", lambda: "unsandboxed")
+    options = ["--source", str(COURSEWORK), "--allow-unsandboxed", "--seed", "1"]
+    assert main([str(subs), "--out", str(tmp_path / "g.csv"), *options]) == 0
+    with (tmp_path / "g.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(r["exercise"], r["passed"], r["mode"]) for r in rows] == [
+        ("99.1", "1", "unsandboxed"), ("99.2", "1", "unsandboxed")]
+    capsys.readouterr()
+    monkeypatch.setattr(sandbox, "python_executable", lambda: str(tmp_path / "no-python"))
+    assert main([str(subs), "--out", str(tmp_path / "h.csv"), *options]) == 4
+    err = capsys.readouterr().err
+    assert "2 grades could not be computed" in err and "grader error" in err
+
+
+def test_root_without_bubblewrap_grades_each_notebook_under_its_own_uid(tmp_path):
+    """``uid-only`` (a container where bwrap cannot run): a user id per notebook."""
+    import subprocess
+    import sys
+
+    from test_course_rootless import _reachable_python
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("uid-only mode is for root")
+    subs = tmp_path / "subs"
+    (subs / "zoe").mkdir(parents=True)
+    whoami = "import os\nassert os.getuid() >= sandbox_uid, os.getuid()"
+    nbformat.write(_notebook(f"sandbox_uid = {sandbox.UID_BASE}", whoami, SOFTMAX, CHECK_1,
+                             ENTROPY, CHECK_2), subs / "zoe" / NAME)
+    tools = tmp_path / "bin"  # setpriv but no bwrap on PATH: no sandbox here
+    tools.mkdir()
+    for tool in ("setpriv", "unshare", "sh", "mount", "mkdir"):
+        if shutil.which(tool):
+            (tools / tool).symlink_to(shutil.which(tool))
+    env = {**os.environ, "PATH": str(tools),
+           "PYTHONPATH": str(Path(sandbox.__file__).parents[2])}
+    cmd = [*_reachable_python(), sys.executable, "-m", "attnlab.grade", str(subs), "--out",
+           str(tmp_path / "g.csv"), "--source", str(COURSEWORK), "--allow-unsandboxed"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "mode uid-only" in done.stderr
+    with (tmp_path / "g.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(r["exercise"], r["passed"], r["mode"], r["run"]) for r in rows] == [
+        ("99.1", "1", "uid-only", "completed"), ("99.2", "1", "uid-only", "completed")]

@@ -37,26 +37,28 @@ EXPECTED = {
     "alice": ({"99.1": (True, "matches attnlab.softmax"), "99.2": (True, "log(4)")}, "completed"),
     "bob": (
         {"99.1": (False, "on logits of size about 1000"), "99.2": (False, "got 0.2500")},
-        "completed, errors in cells 6, 10",  # the two failing `assert check(...)` cells
+        "completed; errors in code cells 3, 5",  # the two failing `assert check(...)` cells
     ),
-    "carol": (
-        {
-            "99.1": (False, "check cell (6) raised NameError: name 'stable_softmax' is not"),
-            "99.2": (True, "log(4)"),
-        },
-        "completed, errors in cells 5, 6",  # her ImportError, then the check's NameError
+    "carol": (  # her answer cell raised ImportError, so the name was never defined
+        {"99.1": (False, "the notebook defines no `stable_softmax`"), "99.2": (True, "log(4)")},
+        "completed; errors in code cells 2, 3",  # her ImportError, then the check's NameError
     ),
     "dave": (
         {"99.1": (False, "malformed notebook"), "99.2": (False, "malformed notebook")},
         "malformed",
     ),
-    "erin": (
-        {"99.1": (True, "matches attnlab.softmax"), "99.2": (False, "not reached: timeout")},
-        f"timeout in cell 8 (limit {TIMEOUT:g} s)",
+    "erin": (  # the endless loop is interrupted after the notebook's whole time limit (the
+        # cell limit is the same); the cells after it are not run, yet her answers are still
+        # evaluated: 99.1 passes, 99.2 is the 0.0 her loop started from
+        {"99.1": (True, "matches attnlab.softmax"), "99.2": (False, "got 0.0000")},
+        f"completed; timeout in code cell 4 (limit {TIMEOUT:g} s, interrupted); notebook time "
+        f"limit ({TIMEOUT:g} s) reached: code cells from 5 on not run",
     ),
-    "frank": (
-        {"99.1": (True, "matches attnlab.softmax"), "99.2": (False, "not reached: kernel died")},
-        "kernel died in cell 8",
+    "frank": (  # the segfaulting cell is skipped in a fresh kernel; 99.1 keeps its grade
+        {"99.1": (True, "matches attnlab.softmax"),
+         "99.2": (False, "the notebook defines no `uniform_entropy`")},
+        "completed; kernel died in code cell 4 (skipped, the other cells re-ran in a fresh "
+        "kernel); errors in code cell 5",
     ),
     "gina": (  # an empty folder: she handed nothing in
         {"99.1": (False, "notebook not submitted"), "99.2": (False, "notebook not submitted")},
@@ -66,12 +68,17 @@ EXPECTED = {
         {"99.1": (True, "matches attnlab.softmax"), "99.2": (True, "log(4)")},
         "completed",
     ),
+    "deaf": (  # ignores the interrupt in an endless loop: skipped, the rest re-runs
+        {"99.1": (True, "matches attnlab.softmax"), "99.2": (True, "log(4)")},
+        f"completed; timeout in code cell 4 (limit {TIMEOUT:g} s, ignored the interrupt: "
+        "skipped)",
+    ),
     "blank": (
         {
             "99.1": (False, "not answered yet"),
-            "99.2": (False, "check cell (10) raised NameError: name 'uniform_entropy' is not"),
+            "99.2": (False, "the notebook defines no `uniform_entropy`"),
         },
-        "completed, errors in cells 6, 8, 10",  # failed check, stub's raise, NameError
+        "completed; errors in code cells 3, 4, 5",  # failed check, stub's raise, NameError
     ),
 }
 
@@ -106,6 +113,13 @@ def graded(tmp_path_factory):
     ]
     (submissions / "erin" / NAME).write_text(json.dumps(erin))
     (submissions / "gina").mkdir()
+    deaf = json.loads((submissions / "alice" / NAME).read_text())
+    looping = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
+    deaf["cells"].insert(6, {"cell_type": "code", "execution_count": None, "id": "deaf",
+                             "metadata": {}, "outputs": [], "source": looping})
+    (submissions / "deaf").mkdir()
+    shutil.copy(COURSEWORK / "hw_checks.py", submissions / "deaf")
+    (submissions / "deaf" / NAME).write_text(json.dumps(deaf))
     shutil.copytree(COURSEWORK, submissions / "reference")
     assign(COURSEWORK, submissions / "blank")
     # A second notebook for alice, with no exercise and a crash: it must still get a row.
@@ -142,7 +156,8 @@ def test_each_submission_gets_the_right_grades(graded, student):
     assert sorted(mine) == sorted(verdicts)
     for exercise, (passed, phrase) in verdicts.items():
         row = mine[exercise]
-        assert row["passed"] == str(passed), row
+        assert row["passed"] == ("1" if passed else "0"), row
+        assert row["points"] == ("1" if passed else "0") and row["max_points"] == "1", row
         assert phrase in row["message"], row
         assert row["run"] == run, row
         assert "\n" not in row["message"]
@@ -151,8 +166,8 @@ def test_each_submission_gets_the_right_grades(graded, student):
 def test_a_notebook_without_exercises_still_reports_its_crash(graded):
     rows, _, _ = graded
     (row,) = [r for r in rows if r["notebook"] == "scratch.ipynb"]
-    assert row["student"] == "alice" and row["exercise"] == "" and row["passed"] == "False"
-    assert row["run"] == "completed, errors in cells 1"
+    assert row["student"] == "alice" and row["exercise"] == "" and row["passed"] == "0"
+    assert row["run"] == "completed; errors in code cell 1"
     assert "no exercise to grade" in row["message"]
 
 
@@ -187,7 +202,7 @@ def test_malformed_notebook_without_reference_gets_one_row(tmp_path):
     path = tmp_path / "broken.ipynb"
     path.write_text('{"cells": [')
     (row,) = grade_notebook(Submission("zoe", path, "broken.ipynb"))
-    assert row["exercise"] == "" and row["passed"] == "False" and row["run"] == "malformed"
+    assert row["exercise"] == "" and row["passed"] == "0" and row["run"] == "malformed"
 
 
 def test_command_rejects_a_missing_or_empty_folder(tmp_path, capsys):
@@ -211,4 +226,4 @@ def test_real_chapters_reference_passes_and_student_version_fails(tmp_path):
     graded = [r for r in rows if r["exercise"]]
     assert graded, "no exercise with a check in notebooks/"
     for row in graded:
-        assert row["passed"] == str(row["student"] == "reference"), row
+        assert row["passed"] == ("1" if row["student"] == "reference" else "0"), row

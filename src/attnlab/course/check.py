@@ -19,22 +19,21 @@ inside the student's process.
 from __future__ import annotations
 
 import copy
-import os
 import signal
 import threading
 from collections.abc import Generator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from attnlab.course.adapters import adapt, load_plain, save_plain
+from attnlab.course.adapters import adapt
 from attnlab.course.forked import can_fork, run_forked
 from attnlab.course.spec import ExerciseFailure, Plain, Spec, judge
 
-#: When set, ``check`` also runs the answer on the grader's inputs found in this folder
-#: (``inputs/NN.k.npz``) and stores the plain results in ``outputs/NN.k.npz``.
+#: Set (to the sandbox's exchange folder) while the grader runs the notebook: ``check`` then
+#: runs each answer in a forked child, so a crashing answer costs only its own check. The
+#: grader's own evaluation is :mod:`attnlab.course.capture`, after the last cell.
 CAPTURE_ENV = "ATTNLAB_CAPTURE"
 
 
@@ -125,51 +124,7 @@ def run_spec(spec: Spec, answer: Any, timeout: float | None = None) -> tuple[boo
         vault.close()
 
 
-# ---- capture: the grader's inputs, evaluated in a child of the sandboxed kernel -------------
-def capture(exercise_id: str, answer: Any) -> None:
-    """If ``$ATTNLAB_CAPTURE`` is set and holds inputs for ``exercise_id``, store outputs.
-
-    The inputs file is ``{"adapter": str, "timeout": float, "args": [args of each case]}``;
-    the outputs file holds one entry per case, ``{"ok": plain}`` or ``{"error": message}``,
-    stopping at the first error or at the time limit. The grader judges them.
-    """
-    folder = os.environ.get(CAPTURE_ENV)
-    if not folder:
-        return
-    source = Path(folder) / "inputs" / f"{exercise_id}.npz"
-    try:
-        spec = load_plain(source)
-        adapter, limit, cases = str(spec["adapter"]), float(spec["timeout"]), spec["args"]
-    except (ValueError, KeyError, TypeError):
-        return
-    out = Path(folder) / "outputs"
-    out.mkdir(exist_ok=True)
-    target = out / f"{exercise_id}.npz"
-    target.unlink(missing_ok=True)
-
-    def evaluate() -> str:
-        results: list[dict[str, Any]] = []
-        try:
-            with time_limit(limit):
-                for args in cases:
-                    try:
-                        results.append({"ok": _call_answer(adapter, answer, copy.deepcopy(args))})
-                    except _AnswerError as error:
-                        results.append({"error": error.message})
-                        break
-        except CheckTimeout:
-            results.append({"error": _too_long(limit)})
-        save_plain(target, results)
-        return "saved"
-
-    if not can_fork():
-        evaluate()
-        return
-    kind, value = run_forked(evaluate, limit + 3.0)
-    if kind != "ok" and not target.exists():  # the child died or hung: say so in the results
-        save_plain(target, [{"error": _child_failure(kind, value, limit)}])
-
-
+# ---- while grading: every answer a self-check runs is evaluated in a forked child -------
 def _too_long(limit: float) -> str:
     return f"your answer took longer than {limit:g} s (an endless loop?)"
 

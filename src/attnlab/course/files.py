@@ -33,7 +33,9 @@ class Submission:
 
     ``own_folder`` is true when the notebook sits in the student's own folder (``folder``),
     whose other files the notebook may read. ``problem`` says why the entry cannot be
-    graded (not a regular file, too large), or is ``None``.
+    graded (not a regular file, too large), or is ``None``. ``student_id`` is the id of the
+    roster or the LMS (empty if unknown); ``flags`` are notes for the instructor (a renamed
+    copy, a late submission) that go into the ``flags`` column.
     """
 
     student: str
@@ -42,6 +44,8 @@ class Submission:
     own_folder: bool = True
     folder: Path | None = None
     problem: str | None = None
+    student_id: str = ""
+    flags: tuple[str, ...] = ()
 
 
 def display(name: str) -> str:
@@ -204,7 +208,10 @@ def safe_cell(value: object) -> str:
 
 
 def write_csv(rows: list[dict[str, str]], columns: list[str], out: Path) -> None:
-    """Write ``rows`` to ``out`` atomically (temporary file in the same folder, then rename)."""
+    """Write ``rows`` to ``out`` atomically (temporary file in the same folder, then rename).
+
+    The file gets mode 0644.
+    """
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".grades-", suffix=".csv", dir=out.parent)
@@ -213,6 +220,7 @@ def write_csv(rows: list[dict[str, str]], columns: list[str], out: Path) -> None
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
             writer.writerows({k: safe_cell(row.get(k, "")) for k in columns} for row in rows)
+        os.chmod(tmp, 0o644)  # grades are handed on: readable by all, like any report
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -2,11 +2,18 @@
 
 One submission runs as (see :func:`sandbox_command`)::
 
-    sh (joins a memory and pids cgroup for the whole sandbox, where available)
-      prlimit (memory, CPU, processes, file size, open files)
+    sh (joins a memory and pids cgroup for the whole sandbox, where available: root only)
+      python -m attnlab.course.rlimits (memory, CPU, processes, file size, open files)
         bwrap (new mount, pid, network, ipc, uts namespaces; dies with the grader)
-          setpriv (a user id of its own, no groups, no capabilities, no new privileges)
+          setpriv (rootful: a user id of its own, no groups, no capabilities, no new privileges)
             python -m attnlab.course.runner
+
+The grader runs in one of three *modes* (:func:`sandbox_mode`): ``rootful`` (as root: each
+submission gets its own user id), ``rootless`` (as any user, where unprivileged user
+namespaces are allowed: bubblewrap adds a user namespace; every submission runs under the
+grader's own user id, mapped, with no capabilities), or ``unsandboxed`` (only with
+``--allow-unsandboxed``). The resource limits are the same in all three and never exceed the
+hard limits the grader itself inherited (:func:`effective_limits`).
 
 The sandbox sees a read-only ``/usr``, ``/etc``, the Python installation and attnlab, the
 student's own folder (a private copy, read-only, copied to a size-limited ``tmpfs`` by the
@@ -25,9 +32,14 @@ import shutil
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from pathlib import Path
+
+try:
+    import resource
+except ImportError:  # pragma: no cover - Windows: no rlimits, and no sandbox either
+    resource = None  # type: ignore[assignment]
 
 #: First user id handed to submissions (one id per submission, unused by real accounts).
 UID_BASE = 61000
@@ -53,17 +65,64 @@ class Limits:
     total_memory: int = 6 * 2**30  # all processes of the sandbox together (cgroup), bytes
 
 
-def _prlimit(limits: Limits) -> list[str]:
-    return [
-        "prlimit",
-        f"--data={limits.memory}",
-        f"--as={limits.address_space}",
-        f"--cpu={limits.cpu_seconds}",
-        f"--nproc={limits.processes}",
-        f"--fsize={limits.file_size}",
-        f"--nofile={limits.open_files}",
-        "--",
-    ]
+#: ``Limits`` field -> the ``resource`` rlimit it sets.
+RLIMITS = {
+    "memory": "RLIMIT_DATA", "address_space": "RLIMIT_AS", "cpu_seconds": "RLIMIT_CPU",
+    "processes": "RLIMIT_NPROC", "file_size": "RLIMIT_FSIZE", "open_files": "RLIMIT_NOFILE",
+}
+
+
+def effective_limits(limits: Limits) -> tuple[Limits, list[str]]:
+    """``limits`` lowered to the hard limits this process inherited, and what was lowered.
+
+    An unprivileged process cannot raise a hard limit (``ulimit -v`` on a shared server sets
+    one for ``RLIMIT_AS``), so asking for more would make every sandbox fail to start.
+
+    Examples
+    --------
+    >>> effective_limits(Limits(cpu_seconds=10))[0].cpu_seconds <= 10
+    True
+    """
+    if resource is None:
+        return limits, []
+    changes: dict[str, int] = {}
+    notes = []
+    for name, rlimit in RLIMITS.items():
+        if not hasattr(resource, rlimit):
+            continue
+        hard = resource.getrlimit(getattr(resource, rlimit))[1]
+        wanted = getattr(limits, name)
+        if hard != resource.RLIM_INFINITY and wanted > hard:
+            changes[name] = int(hard)
+            notes.append(f"{rlimit} lowered to the inherited hard limit {_size(name, hard)}")
+    return replace(limits, **changes), notes
+
+
+def _size(name: str, value: int) -> str:
+    if name in ("memory", "address_space", "file_size", "tmpfs", "output", "total_memory"):
+        return f"{value / 2**30:.3g} GiB" if value >= 2**30 else f"{value / 2**20:.3g} MiB"
+    return f"{value} s" if name == "cpu_seconds" else str(value)
+
+
+def describe_limits(limits: Limits) -> str:
+    """The limits in one line, for the grader's report."""
+    return ", ".join(f"{f.name} {_size(f.name, getattr(limits, f.name))}" for f in fields(limits))
+
+
+def _rlimits(limits: Limits, processes: bool = True) -> list[str]:
+    """The launcher that sets the rlimits (soft = hard) and then execs the rest.
+
+    It is :mod:`attnlab.course.rlimits`'s code, run with ``python -I -c`` so that it
+    needs no import path (the sandbox's command line starts with a bare environment).
+    ``processes=False`` leaves ``RLIMIT_NPROC`` alone: outside a user namespace it counts
+    every process of the user on the machine, so a rootless sandbox sets it inside.
+    """
+    from attnlab.course import rlimits
+
+    values = [str(getattr(limits, name)) for name in RLIMITS]
+    if not processes:
+        values[list(RLIMITS).index("processes")] = "-1"
+    return [python_executable(), "-I", "-c", rlimits.INLINE, *values, "--"]
 
 
 def _python_roots() -> list[Path]:
@@ -91,10 +150,21 @@ def _ancestors(path: Path) -> list[Path]:
 
 
 def sandbox_command(
-    argv: list[str], *, submitted: Path, inputs: Path, uid: int, limits: Limits
+    argv: list[str], *, submitted: Path, uid: int, limits: Limits,
+    inputs: Path | None = None, rootless: bool | None = None,
 ) -> list[str]:
-    """The full command line that runs ``argv`` in a fresh bubblewrap sandbox."""
-    cmd = [*_prlimit(limits), "bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc"]
+    """The full command line that runs ``argv`` in a fresh bubblewrap sandbox.
+
+    ``rootless`` (default: whether this process is not root) adds a user namespace and
+    drops every capability instead of switching to the user id ``uid``. ``inputs``, if
+    given, is bound read-only at ``INPUTS``.
+    """
+    if rootless is None:
+        rootless = os.geteuid() != 0
+    cmd = [*_rlimits(limits, processes=not rootless), "bwrap", "--unshare-pid",
+           "--unshare-net", "--unshare-ipc"]
+    if rootless:
+        cmd += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
     cmd += ["--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
     cmd += ["--hostname", "sandbox", "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -116,10 +186,15 @@ def sandbox_command(
                 made.add(parent)
                 cmd += ["--perms", "0755", "--dir", str(parent)]
         cmd += ["--ro-bind", str(root), str(root)]
-    cmd += ["--ro-bind", str(submitted), SUBMITTED, "--ro-bind", str(inputs), INPUTS]
+    cmd += ["--ro-bind", str(submitted), SUBMITTED]
+    if inputs is not None:
+        cmd += ["--ro-bind", str(inputs), INPUTS]
     cmd += ["--chdir", "/home/student", "--clearenv"]
     for key, value in sandbox_env().items():
         cmd += ["--setenv", key, value]
+    if rootless:  # bwrap itself sets no_new_privs; the user namespace holds no capability
+        # RLIMIT_NPROC inside the user namespace counts only the sandbox's own processes.
+        return [*cmd, "--", *_rlimits(limits), *argv]
     cmd += ["--", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
     cmd += ["--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--", *argv]
     return cmd
@@ -144,27 +219,96 @@ def sandbox_env() -> dict[str, str]:
     }
 
 
-@lru_cache(maxsize=1)
-def availability() -> tuple[bool, str]:
-    """``(True, how)`` when sandboxed runs work here, else ``(False, why not)``."""
-    if shutil.which("bwrap") is None:
-        return False, "bubblewrap (bwrap) is not installed: run scripts/ensure_sandbox.sh"
-    if os.geteuid() != 0:
-        return False, "the grader must run as root to give each submission its own user id"
-    for tool in ("prlimit", "setpriv"):
-        if shutil.which(tool) is None:
-            return False, f"{tool} (util-linux) is missing"
+#: Where the kernel's settings for unprivileged user namespaces live.
+PROC_SYS = Path("/proc/sys")
+_USERNS_SETTINGS = (  # (file under /proc/sys, sysctl name, value that forbids, what to set)
+    ("kernel/unprivileged_userns_clone", "kernel.unprivileged_userns_clone", "0", "1"),
+    ("user/max_user_namespaces", "user.max_user_namespaces", "0", "15000"),
+    ("kernel/apparmor_restrict_unprivileged_userns",
+     "kernel.apparmor_restrict_unprivileged_userns", "1", "0"),
+)
+
+
+def userns_refusal() -> str | None:
+    """The sysctl that forbids unprivileged user namespaces here, as advice; else ``None``.
+
+    Examples
+    --------
+    >>> userns_refusal() is None or "sysctl" in userns_refusal()
+    True
+    """
+    for relative, name, forbids, allows in _USERNS_SETTINGS:
+        try:
+            value = (PROC_SYS / relative).read_text().strip()
+        except OSError:
+            continue
+        if value == forbids:
+            return (f"unprivileged user namespaces are disabled ({name} = {value}): run "
+                    f"`sudo sysctl -w {name}={allows}` (or grade as root)")
+    return None
+
+
+def _trial(rootless: bool) -> tuple[bool, str]:
     empty = Path("/tmp")
-    argv = [python_executable(), "-c", "import os, attnlab; assert os.getuid() > 0"]
-    cmd = sandbox_command(argv, submitted=empty, inputs=empty, uid=UID_BASE, limits=Limits())
+    argv = [python_executable(), "-c", "import attnlab"]
+    limits, _ = effective_limits(Limits())
+    cmd = sandbox_command(argv, submitted=empty, uid=UID_BASE, limits=limits,
+                          rootless=rootless)
     try:
         done = subprocess.run(cmd, capture_output=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as error:
         return False, f"bubblewrap could not start: {error}"
     if done.returncode != 0:
-        reason = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
-        return False, f"bubblewrap does not work here ({' '.join(reason)})"
-    return True, "bubblewrap: private mount, pid, network and ipc namespaces; own uid; rlimits"
+        reason = " ".join(done.stderr.decode(errors="replace").strip().splitlines()[-1:])
+        return False, reason
+    return True, ""
+
+
+@lru_cache(maxsize=1)
+def _probe() -> tuple[str, str]:
+    """``(mode, how)`` with mode ``rootful`` or ``rootless``, or ``("", why not)``."""
+    if sys.platform != "linux":
+        return "", (f"the sandbox needs Linux (this is {sys.platform}): grade in the container "
+                    "of docker/grader.Dockerfile or a Linux VM (see the guide)")
+    if shutil.which("bwrap") is None:
+        return "", "bubblewrap (bwrap) is not installed: run scripts/ensure_sandbox.sh"
+    rootful = os.geteuid() == 0
+    if rootful and shutil.which("setpriv") is None:
+        return "", "setpriv (util-linux) is missing"
+    ok, reason = _trial(rootless=not rootful)
+    if ok:
+        if rootful:
+            return "rootful", ("rootful: bubblewrap namespaces (mount, pid, network, ipc), "
+                               "a user id per submission, rlimits, cgroups where writable")
+        return "rootless", ("rootless: bubblewrap in a user namespace (mount, pid, network, "
+                            "ipc), the grader's own user id without capabilities, rlimits")
+    if not rootful:
+        refusal = userns_refusal()
+        if refusal is not None:
+            return "", refusal
+        return "", (f"rootless bubblewrap does not work here ({reason}); unprivileged user "
+                    "namespaces may be disabled (sysctl kernel.unprivileged_userns_clone or "
+                    "user.max_user_namespaces), or grade as root")
+    return "", f"bubblewrap does not work here ({reason})"
+
+
+def availability() -> tuple[bool, str]:
+    """``(True, how)`` when sandboxed runs work here, else ``(False, why not)``."""
+    mode, how = _probe()
+    return bool(mode), how
+
+
+def unsandboxed_mode() -> str:
+    """The mode of ``--allow-unsandboxed``: ``uid-only`` as root on Linux (each notebook
+    under a user id of its own, without namespaces), else ``unsandboxed``."""
+    if sys.platform == "linux" and os.geteuid() == 0 and shutil.which("setpriv"):
+        return "uid-only"
+    return "unsandboxed"
+
+
+def sandbox_mode() -> str:
+    """``"rootful"``, ``"rootless"``, or ``""`` when no sandbox works here."""
+    return _probe()[0]
 
 
 def kill_user(uid: int) -> int:

@@ -61,28 +61,40 @@ class Case:
 
 @dataclass(frozen=True)
 class Spec:
-    """A registered exercise: its id, case generator, adapter and passing message."""
+    """A registered exercise: its id, case generator, adapter and passing message.
+
+    ``answer`` names what the student defines (``"stable_softmax"``): the grader looks that
+    name up in the kernel after the notebook ran and evaluates it itself.
+    """
 
     exercise_id: str
     cases: Callable[[np.random.Generator], Iterator[Case]]
     passed: str
     adapter: str = "call"
     timeout: float = 20.0
+    answer: str | None = None
 
 
 _SPECS: dict[str, Spec] = {}
 
 
 def exercise(
-    exercise_id: str, *, passed: str, adapter: str = "call", timeout: float = 20.0
+    exercise_id: str, *, passed: str, adapter: str = "call", timeout: float = 20.0,
+    answer: str | None = None,
 ) -> Callable[[Callable[[np.random.Generator], Iterator[Case]]], Spec]:
     """Register the decorated case generator as the spec of ``exercise_id``.
+
+    ``answer`` is the name the student's notebook defines (a function, or a value for the
+    ``"value"`` adapter); the grader calls it after the notebook ran. Without it the grader
+    uses the name passed to ``check("NN.k", name)`` in the assigned notebook.
 
     Re-registering the same function (same module and name, e.g. a re-run notebook cell)
     replaces it; a different function under a taken id raises ``ValueError``.
     """
     if EXERCISE_ID.match(exercise_id) is None:
         raise ValueError(f"exercise id must look like 'NN.k', got {exercise_id!r}")
+    if answer is not None and not (isinstance(answer, str) and answer.isidentifier()):
+        raise ValueError(f"answer must be a Python name, got {answer!r}")
 
     def decorate(fn: Callable[[np.random.Generator], Iterator[Case]]) -> Spec:
         previous = _SPECS.get(exercise_id)
@@ -94,7 +106,7 @@ def exercise(
                     f"exercise {exercise_id!r} is registered twice: by {'.'.join(old)}"
                     f" and by {'.'.join(origin)}"
                 )
-        spec = Spec(exercise_id, fn, passed, adapter, timeout)
+        spec = Spec(exercise_id, fn, passed, adapter, timeout, answer)
         _SPECS[exercise_id] = spec
         return spec
 

@@ -26,7 +26,6 @@ import numpy as np  # noqa: F401  (used by the doctests)
 from attnlab.course.check import (
     CAPTURE_ENV,
     CheckTimeout,
-    capture,
     describe_error,
     run_spec,
     run_spec_forked,
@@ -174,7 +173,6 @@ def check(exercise_id: str, answer: Any, *, verbose: bool = True) -> bool:
         raise ValueError(
             f"no check for exercise {exercise_id!r}; known: {', '.join(exercise_ids())}"
         )
-    capture(exercise_id, answer)  # only when the grader runs this notebook
     if spec is not None and os.environ.get(CAPTURE_ENV):  # grading: answers run in children
         passed, message = run_spec_forked(spec, answer)
     elif spec is not None:

@@ -11,7 +11,7 @@ from attnlab.softmax import softmax
 
 
 @exercise(
-    "02.1",
+    "02.1", answer="soft_lookup",
     passed="matches softmax(keys @ query / T) @ values on 20 random cases and a hard look-up",
 )
 def _soft_lookup(rng: np.random.Generator) -> Iterator[Case]:
@@ -50,7 +50,7 @@ def _finite_then_close(got, case: Case) -> None:
 
 
 @exercise(
-    "02.2",
+    "02.2", answer="stable_softmax",
     passed="finite and correct on 20 random cases with logits up to ~1e4 and two closed forms",
 )
 def _stable_softmax(rng: np.random.Generator) -> Iterator[Case]:

@@ -9,7 +9,7 @@ import numpy as np
 from attnlab.course.spec import Case, ExerciseFailure, as_array, exercise, expect_close, mask_equal
 
 
-@exercise("03.2", passed="correct for s = 1, 2 and 5 random lengths")
+@exercise("03.2", answer="causal_mask", passed="correct for s = 1, 2 and 5 random lengths")
 def _causal_mask(rng: np.random.Generator) -> Iterator[Case]:
     """``causal_mask(s)``: query ``i`` may attend to keys ``j <= i``."""
     for s in [1, 2, *(int(n) for n in rng.integers(3, 12, size=5))]:
@@ -23,7 +23,7 @@ def _causal_mask(rng: np.random.Generator) -> Iterator[Case]:
 
 
 @exercise(
-    "03.3",
+    "03.3", answer="padding_mask",
     passed="correct (shape (b, 1, s), broadcasting over the queries) on 10 random batches",
 )
 def _padding_mask(rng: np.random.Generator) -> Iterator[Case]:
@@ -61,7 +61,7 @@ def _factor_judge(got, case: Case) -> None:
 
 
 @exercise(
-    "03.4",
+    "03.4", answer="factorise",
     passed="W_Q W_K^T reproduces W_QK (ranks 0..d_k, shapes (d, d_k)) on 10 random matrices",
 )
 def _factorise(rng: np.random.Generator) -> Iterator[Case]:

@@ -36,7 +36,7 @@ def _entropy_hints(w: np.ndarray) -> dict[str, np.ndarray]:
 
 
 @exercise(
-    "04.2",
+    "04.2", answer="weight_entropy",
     passed="matches on 20 random cases, uniform rows (log n) and one-hot rows (0)",
 )
 def _weight_entropy(rng: np.random.Generator) -> Iterator[Case]:
@@ -99,7 +99,11 @@ _NOT_FINITE = (
 )
 
 
-@exercise("04.3", passed="matches on 20 random cases, each with a fully-masked query")
+@exercise(
+    "04.3",
+    answer="masked_softmax",
+    passed="matches on 20 random cases, each with a fully-masked query",
+)
 def _masked_softmax(rng: np.random.Generator) -> Iterator[Case]:
     """``masked_softmax(logits, mask)``: zero weight where masked, zero rows when all masked."""
     logits = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])

@@ -10,7 +10,11 @@ from attnlab.course.spec import Case, ExerciseFailure, as_array, exercise, expec
 from attnlab.multihead import multi_head_attention
 
 
-@exercise("05.1", passed="row t is [head 0 at t, head 1 at t, ...] on 20 random stacks")
+@exercise(
+    "05.1",
+    answer="concat_heads",
+    passed="row t is [head 0 at t, head 1 at t, ...] on 20 random stacks",
+)
 def _concat_heads(rng: np.random.Generator) -> Iterator[Case]:
     """``concat_heads(heads)``: ``(h, s, d_v)`` → ``(s, h·d_v)``, token by token."""
     stacks = [(np.arange(12.0).reshape(2, 3, 2), "heads = arange(12).reshape(2, 3, 2)")]
@@ -75,7 +79,7 @@ def _weights_judge(got, case: Case) -> None:
 
 
 @exercise(
-    "05.2",
+    "05.2", answer="stacked_from_torch",
     passed="multi_head_attention with your weights reproduces nn.MultiheadAttention on 6 layers",
     adapter="torch_mha",
 )

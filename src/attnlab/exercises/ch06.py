@@ -11,7 +11,7 @@ from attnlab.data.images import image_to_patches
 
 
 @exercise(
-    "06.1",
+    "06.1", answer="patchify",
     passed="matches image_to_patches on 20 random images (non-square, 1 to 4 channels)",
 )
 def _patchify(rng: np.random.Generator) -> Iterator[Case]:
@@ -42,7 +42,11 @@ def _per_head(got, case: Case) -> None:
     close(got, case)
 
 
-@exercise("06.2", passed="matches the mean same-label attention mass on 20 random cases")
+@exercise(
+    "06.2",
+    answer="same_label_mass",
+    passed="matches the mean same-label attention mass on 20 random cases",
+)
 def _same_label_mass(rng: np.random.Generator) -> Iterator[Case]:
     """``same_label_mass(weights, labels)``: per head, mean attention on same-label keys."""
     for case in range(20):

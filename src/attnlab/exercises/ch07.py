@@ -21,7 +21,11 @@ def _column_convention(got, case: Case) -> None:
     close(got, case)
 
 
-@exercise("07.1", passed="matches Luong's concat score with W_a = [W, U] on 20 random cases")
+@exercise(
+    "07.1",
+    answer="bahdanau_scores",
+    passed="matches Luong's concat score with W_a = [W, U] on 20 random cases",
+)
 def _bahdanau_scores(rng: np.random.Generator) -> Iterator[Case]:
     """``answer(q, k, w, u, v_a)`` → ``(m, n)`` scores ``v_aᵀ tanh(W q_j + U k_i)``."""
     for case in range(20):
@@ -46,7 +50,7 @@ def _bahdanau_scores(rng: np.random.Generator) -> Iterator[Case]:
 
 
 @exercise(
-    "07.2",
+    "07.2", answer="location_weights",
     passed="matches softmax(W_loc q) over each column on 20 random cases and large logits",
 )
 def _location_weights(rng: np.random.Generator) -> Iterator[Case]:

@@ -23,7 +23,7 @@ def _b_judge(got, case: Case) -> None:
 
 
 @exercise(
-    "08.1",
+    "08.1", answer="b_from_query_key",
     passed="GAM with your B reproduces scaled dot-product self-attention on 10 random cases.",
 )
 def _b_from_query_key(rng: np.random.Generator) -> Iterator[Case]:
@@ -50,7 +50,11 @@ def _b_from_query_key(rng: np.random.Generator) -> Iterator[Case]:
         )
 
 
-@exercise("08.2", passed="your polynomial logits match attnlab.gam_logits on 10 random cases.")
+@exercise(
+    "08.2",
+    answer="poly_logits",
+    passed="your polynomial logits match attnlab.gam_logits on 10 random cases.",
+)
 def _poly_logits(rng: np.random.Generator) -> Iterator[Case]:
     for _ in range(10):
         n, m, degree = int(rng.integers(1, 9)), int(rng.integers(1, 6)), int(rng.integers(1, 5))

@@ -20,7 +20,7 @@ def _shift_judge(got, case: Case) -> None:
 
 
 @exercise(
-    "09.1",
+    "09.1", answer="shift_matrix",
     passed="PE[p] @ M_k equals PE[p + k] for every tested p, on 10 random (k, d).",
 )
 def _shift_matrix(rng: np.random.Generator) -> Iterator[Case]:
@@ -55,7 +55,11 @@ def _shaw(q: np.ndarray, k: np.ndarray, a_k: np.ndarray, clip: int, sign: int) -
     return out
 
 
-@exercise("09.2", passed="your logits equal Shaw et al.'s e_ij on 10 random cases.")
+@exercise(
+    "09.2",
+    answer="shaw_logits",
+    passed="your logits equal Shaw et al.'s e_ij on 10 random cases.",
+)
 def _shaw_logits(rng: np.random.Generator) -> Iterator[Case]:
     for _ in range(10):
         s, d_k, clip = int(rng.integers(1, 9)), int(rng.integers(1, 5)), int(rng.integers(0, 4))
@@ -80,7 +84,7 @@ def _peak_judge(got, case: Case) -> None:
 
 
 @exercise(
-    "09.3",
+    "09.3", answer="quadratic_logits",
     passed="your logits match -alpha (o - offset)^2 with circular offset o on 10 random cases.",
 )
 def _quadratic_logits(rng: np.random.Generator) -> Iterator[Case]:

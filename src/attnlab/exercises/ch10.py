@@ -50,7 +50,7 @@ def _task_judge(got, case: Case) -> None:
 
 
 @exercise(
-    "10.1",
+    "10.1", answer="first_token_task",
     passed="labels equal the first token, ids in range, seeded, uniform, on 10 random cases.",
     adapter="task",
 )
@@ -74,7 +74,7 @@ def _count_judge(got, case: Case) -> None:
 
 
 @exercise(
-    "10.2",
+    "10.2", answer="gam_parameter_count",
     passed="your formula matches the parameter count of GeneralizedAttention on 12 random cases.",
 )
 def _gam_parameter_count(rng: np.random.Generator) -> Iterator[Case]:
