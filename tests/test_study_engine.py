@@ -65,7 +65,9 @@ def _stored(path: Path) -> list[dict[str, str]]:
 
 def _slow_run(config: RunConfig, markers: str) -> dict[str, str]:
     """Leave a marker naming this worker's pid, then train slowly (time to be killed)."""
-    Path(markers, f"{config.seed}-{time.monotonic_ns()}").write_text(str(os.getpid()))
+    marker = Path(markers, f"{config.seed}-{time.monotonic_ns()}")
+    marker.with_suffix(".tmp").write_text(str(os.getpid()))
+    marker.with_suffix(".tmp").rename(marker.with_suffix(".pid"))  # whole, never half-written
     time.sleep(2.0)
     return run_one(config, chunk=4)
 
@@ -84,17 +86,24 @@ def test_a_worker_killed_inside_a_run_loses_no_row_and_writes_none_twice(tmp_pat
     markers.mkdir()
     configs = [_tiny(seed) for seed in range(4)]
     killed: list[int] = []
+    problems: list[str] = []
 
     def kill_the_first_runner() -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not killed:
-            found = sorted(markers.iterdir())
-            if found:
-                pid = int(found[0].read_text())
-                assert pid in default_client().run(os.getpid).values()
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            time.sleep(0.05)
+        deadline = time.monotonic() + 90
+        try:
+            while time.monotonic() < deadline and not killed:
+                found = sorted(markers.glob("*.pid"))
+                if found:
+                    pid = int(found[0].read_text())
+                    workers = set(default_client().run(os.getpid).values())
+                    if pid not in workers:
+                        problems.append(f"pid {pid} is not a worker's ({sorted(workers)})")
+                        return
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                time.sleep(0.05)
+        except Exception as error:  # reported by the assertion below, not lost in the thread
+            problems.append(repr(error))
 
     with dask_executor(workers=2) as executor:
         killer = threading.Thread(target=kill_the_first_runner, daemon=True)
@@ -104,11 +113,11 @@ def test_a_worker_killed_inside_a_run_loses_no_row_and_writes_none_twice(tmp_pat
             runner=functools.partial(_slow_run, markers=str(markers)), in_flight=4,
         )  # fmt: skip
         killer.join(timeout=5)
-    assert killed, "no worker was killed: the test did not test anything"
+    assert killed, f"no worker was killed, so the test tested nothing: {problems}"
     stored = _stored(tmp_path / "results.csv")
     assert sorted(r["seed"] for r in stored) == ["0", "1", "2", "3"], "every row exactly once"
     assert [r["seed"] for r in rows] == ["0", "1", "2", "3"]
-    assert len(list(markers.iterdir())) >= 5, "the killed run was started again elsewhere"
+    assert len(list(markers.glob("*.pid"))) >= 5, "the killed run was started again elsewhere"
     assert not (tmp_path / FAILURES_NAME).exists()
 
 
