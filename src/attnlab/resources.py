@@ -2,7 +2,7 @@
 
 A chapter reads what it needs through these loaders, never through a path into the
 repository, so a notebook copied alone into an empty folder (Colab, a laptop) finds the same
-bytes with ``attnlab`` installed from its wheel. The loaders use :mod:`importlib.resources`:
+bytes with ``attnlab`` installed from its wheel. The loaders use ``importlib.resources``:
 they work from a wheel, an editable install or a source tree on ``PYTHONPATH``.
 
 Who writes the files (``make bench`` and ``make study`` write the packaged copies):

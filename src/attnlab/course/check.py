@@ -31,7 +31,7 @@ from attnlab.course.adapters import adapt
 from attnlab.course.forked import can_fork, run_forked
 from attnlab.course.spec import ExerciseFailure, Plain, Spec, judge
 
-#: Set (to the sandbox's exchange folder) while the grader runs the notebook: ``check`` then
+#: Set to the sandbox's exchange folder while the grader runs the notebook; ``check`` then
 #: runs each answer in a forked child, so a crashing answer costs only its own check. The
 #: grader's own evaluation is :mod:`attnlab.course.capture`, after the last cell.
 CAPTURE_ENV = "ATTNLAB_CAPTURE"

@@ -53,7 +53,7 @@ from attnlab.course.verdicts import (  # noqa: F401  (_load_result, _verdict: fo
     code_cell_numbers,
 )
 
-#: The long CSV: one row per student, notebook and exercise. ``seconds`` is the only column
+#: The long CSV, one row per student, notebook and exercise. ``seconds`` is the only column
 #: that differs between two gradings with the same ``--seed``.
 COLUMNS = ["student", "student_id", "notebook", "exercise", "passed", "points", "max_points",
            "message", "cell", "run", "flags", "mode", "seed", "seconds"]
