@@ -32,7 +32,14 @@ echo "    wheel and fresh venv took ${SECONDS}s"
 
 # The kernel must see the wheel alone: no PYTHONPATH into the checkout. Byte-code is cached
 # (the wheel is installed with --no-compile, so each module is compiled once, when imported).
+# Matplotlib gets its own configuration folder, its font cache built here from this venv's own
+# fonts: the machine's shared cache may list fonts of another install (or of one since deleted),
+# and every figure would then print "findfont: ... not found" on stderr, which strict nbval
+# rightly fails (and the message of a first build would land in the first figure's cell).
+export MPLCONFIGDIR="$work/matplotlib"
 clean=(env -u PYTHONPATH -u PYTHONHOME -u PYTHONDONTWRITEBYTECODE)
+"${clean[@]}" "$work/env/venv/bin/python" -c "import matplotlib.font_manager" \
+  || fail "matplotlib's font cache could not be built"
 
 SECONDS=0
 ATTNLAB_WHEEL_WORK="$work/env" "${clean[@]}" "$py" -m pytest "$root/tests/wheel" -q \
