@@ -66,11 +66,12 @@ def table(ns=NS) -> str:
     lines = [
         f"Forward + backward of attention alone, batch 1, h = {HEADS}, d_k = d_v = {D_K}, "
         "float32, CPU (1 torch thread); best of interleaved repeats of the process's CPU time "
-        "(`time.process_time`), ms. Tiles of n / 8 queries and keys.",
+        "(`time.process_time`), ms. Tiles of n / 8 queries and keys. F.sdpa is "
+        "`F.scaled_dot_product_attention`, tiled `attnlab.nn.tiled_attention`, explicit the "
+        "book's explicit path; a matmul share is the part of the time spent in matrix products.",
         "",
-        "| n | F.scaled_dot_product_attention | attnlab tiled_attention "
-        "| attnlab explicit | tiled / F.sdpa | explicit / F.sdpa "
-        "| tiled: share in matrix products | F.sdpa: share in matrix products |",
+        "| n | F.sdpa | tiled | explicit | tiled / F.sdpa | explicit / F.sdpa "
+        "| tiled: matmul share | F.sdpa: matmul share |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for n in ns:

@@ -16,7 +16,7 @@ import sys
 NAMES = ("RLIMIT_DATA", "RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NPROC", "RLIMIT_FSIZE",
          "RLIMIT_NOFILE")
 
-#: The same as :func:`main`, self-contained, for ``python -I -c INLINE D A C P F N -- CMD``.
+# The same as main(), self-contained, for `python -I -c INLINE D A C P F N -- CMD`.
 INLINE = (
     "import os, resource, sys\n"
     f"names = {NAMES!r}\n"
