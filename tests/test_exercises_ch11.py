@@ -34,7 +34,9 @@ def test_causal_padding_mask():
     ok, message = _verdict("11.1", only_causal)
     assert not ok and "padded keys" in message
     ok, message = _verdict("11.1", lambda lengths, n: ~_mask(lengths, n))
-    assert not ok and "may attend" in message
+    # The cases are drawn afresh: where a row has no key left (lengths 0) the inverted mask is
+    # the causal mask alone, and the check names that mistake instead; both are right.
+    assert not ok and ("may attend" in message or "causal mask alone" in message)
     ok, message = _verdict("11.1", lambda lengths, n: _mask(lengths, n).transpose(0, 2, 1))
     assert not ok
 
