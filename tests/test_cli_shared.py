@@ -34,3 +34,15 @@ def test_file_in_the_way_finds_a_file_among_the_parents(tmp_path):
 
 def test_usable_cores_is_positive():
     assert usable_cores() >= 1
+
+
+def test_out_folder_refuses_an_empty_name_a_file_and_a_path_below_a_file(tmp_path, capsys):
+    from attnlab._cli import out_folder
+
+    (tmp_path / "f").write_text("x")
+    for text, message in [(" ", "empty string"), (str(tmp_path / "f"), "is a file"),
+                          (str(tmp_path / "f" / "sub"), "cannot be created")]:  # fmt: skip
+        with pytest.raises(SystemExit) as stop:
+            out_folder("prog", text)
+        assert stop.value.code == 2 and message in capsys.readouterr().err
+    assert out_folder("prog", str(tmp_path / "new")) == tmp_path / "new"

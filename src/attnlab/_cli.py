@@ -42,3 +42,19 @@ def is_inside(path: Path, folder: Path) -> bool:
 def file_in_the_way(path: Path) -> Path | None:
     """The first of ``path``'s parents that exists but is a file (so ``path`` cannot be made)."""
     return next((p for p in Path(path).parents if p.exists() and not p.is_dir()), None)
+
+
+def out_folder(prog: str, text: str) -> Path:
+    """``--out`` as a folder that can be made, or a one-line error (exit 2) saying why not.
+
+    An empty string, an existing file, and a path below a file are refused.
+    """
+    if not text.strip():
+        fail(prog, "--out must name a folder, got an empty string")
+    out = Path(text)
+    if out.exists() and not out.is_dir():
+        fail(prog, f"--out must name a folder, but {out} is a file")
+    blocker = file_in_the_way(out)
+    if blocker is not None:
+        fail(prog, f"--out {out} cannot be created: {blocker} is a file")
+    return out

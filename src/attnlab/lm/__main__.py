@@ -17,9 +17,8 @@ import math
 import platform
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
-from attnlab._cli import OneLineParser, fail, file_in_the_way, usable_cores
+from attnlab._cli import OneLineParser, fail, out_folder, usable_cores
 
 PROG = "python -m attnlab.lm"
 RESULT_FILES = ("model.pt", "log.csv", "config.json")
@@ -75,14 +74,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         fail(PROG, f"rotary positions need an even width/heads, got {args.width // args.heads}")
     if args.positions == "sinusoidal" and args.width % 2:
         fail(PROG, f"sinusoidal positions need an even --width, got {args.width}")
-    if not args.out.strip():
-        fail(PROG, "--out must name a folder, got an empty string")
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        fail(PROG, f"--out {out} is a file, not a folder")
-    blocker = file_in_the_way(out)
-    if blocker is not None:
-        fail(PROG, f"--out {out} cannot be made: {blocker} is a file")
+    out = out_folder(PROG, args.out)
     taken = [name for name in RESULT_FILES if (out / name).exists()]
     if taken:
         fail(PROG, f"--out {out} already holds {', '.join(taken)}: refusing to overwrite")

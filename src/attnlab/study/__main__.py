@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from attnlab._cli import OneLineParser, fail, file_in_the_way, usable_cores
+from attnlab._cli import OneLineParser, fail, out_folder, usable_cores
 from attnlab.study.engine import FAILURES_NAME, GridLocked, dask_executor, run_grid
 from attnlab.study.grids import GRIDS, grid
 from attnlab.study.report import summary_markdown, timing_markdown, write_report
@@ -71,8 +71,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         fail(PROG, f"--threads must be a positive integer, got {args.threads}")
     if args.threads > cores:
         fail(PROG, f"--threads must be at most {cores} (this machine's cores), got {args.threads}")
-    if not args.out.strip():
-        fail(PROG, "--out must name a folder, got an empty string")
     if args.workers < 0:
         fail(PROG, f"--workers must be a non-negative integer, got {args.workers}")
     if args.scheduler is None and args.workers > cores:
@@ -83,12 +81,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         fail(PROG, f"--timing-rounds must be >= 0, got {args.timing_rounds}")
     if args.max_minutes is not None and not args.max_minutes > 0:
         fail(PROG, f"--max-minutes must be positive, got {args.max_minutes}")
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        fail(PROG, f"--out must name a folder, but {out} is a file")
-    blocker = file_in_the_way(out)
-    if blocker is not None:
-        fail(PROG, f"--out cannot be created: {blocker} is a file")
+    out = out_folder(PROG, args.out)
     try:
         args.device = resolve_device(args.device)
         # Refuses a foreign CSV before anything runs; a report needs a CSV to report on.
