@@ -43,13 +43,15 @@ def _namespace() -> dict[str, Any]:
     return shell.user_ns if shell is not None else vars(sys.modules["__main__"])
 
 
-def _evaluate_one(answer: Any, adapter: str, limit: float, cases: list[Any]) -> list[dict]:
+def _evaluate_one(answer: Any, adapter: str, limit: float, cases: list[Any],
+                  forbid: tuple[str, ...] = ()) -> list[dict]:
     results: list[dict[str, Any]] = []
     try:
         with time_limit(limit):
             for args in cases:
                 try:
-                    results.append({"ok": _call_answer(adapter, answer, copy.deepcopy(args))})
+                    results.append({"ok": _call_answer(adapter, answer, copy.deepcopy(args),
+                                                         forbid)})
                 except _AnswerError as error:
                     results.append({"error": error.message})
                     break
@@ -73,6 +75,7 @@ def evaluate(folder: str) -> None:
             request = load_plain(source)
             adapter, limit = str(request["adapter"]), float(request["timeout"])
             names, cases = [str(n) for n in request["names"]], list(request["args"])
+            forbid = tuple(str(n) for n in request.get("forbid", ()))
         except (ValueError, KeyError, TypeError):
             continue
         name = next((n for n in names if namespace.get(n, _MISSING) is not _MISSING), "")
@@ -84,12 +87,14 @@ def evaluate(folder: str) -> None:
         answer = namespace[name]
         if not can_fork():
             save_plain(target, {"name": name, "cases": tuple(_evaluate_one(answer, adapter,
-                                                                            limit, cases))})
+                                                                            limit, cases,
+                                                                            forbid))})
             continue
 
         def child(answer: Any = answer, name: str = name, adapter: str = adapter,
-                  limit: float = limit, cases: list = cases, target: Path = target) -> str:
-            found = _evaluate_one(answer, adapter, limit, cases)
+                  limit: float = limit, cases: list = cases, target: Path = target,
+                  forbid: tuple[str, ...] = forbid) -> str:
+            found = _evaluate_one(answer, adapter, limit, cases, forbid)
             save_plain(target, {"name": name, "cases": tuple(found)})
             return "saved"
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from attnlab.course.adapters import adapt
+from attnlab.course.forbid import ForbiddenCalls, message, resolve, watching
 from attnlab.course.forked import can_fork, run_forked
 from attnlab.course.spec import ExerciseFailure, Plain, Spec, judge
 
@@ -84,14 +85,26 @@ def describe_error(error: BaseException) -> str:
     return f"your answer raised {type(error).__name__}: {text}"[:400]
 
 
-def _call_answer(adapter: str, answer: Any, args: tuple[Any, ...]) -> Plain:
-    """Call the answer on ``args`` (already copies): plain result, or ``_AnswerError``."""
+def _call_answer(
+    adapter: str, answer: Any, args: tuple[Any, ...], forbid: tuple[str, ...] = ()
+) -> Plain:
+    """Call the answer on ``args`` (already copies): plain result, or ``_AnswerError``.
+
+    A call to one of the functions named in ``forbid`` is an ``_AnswerError`` that says so.
+    """
+    targets = resolve(forbid)  # a bad name is the spec's mistake: raised, not blamed on the answer
+    calls = ForbiddenCalls()
     try:
-        return adapt(adapter, answer, args)
+        with watching(targets) as calls:
+            got = adapt(adapter, answer, args)
     except (KeyboardInterrupt, CheckTimeout):
         raise
     except BaseException as error:  # noqa: BLE001 - the learner's code, SystemExit included
-        raise _AnswerError(describe_error(error)) from None
+        raise _AnswerError(message(calls) or describe_error(error)) from None
+    verdict = message(calls)
+    if verdict is not None:
+        raise _AnswerError(verdict)
+    return got
 
 
 def _vault(spec: Spec) -> Generator[tuple[Any, ...], Plain, None]:
@@ -110,7 +123,7 @@ def run_spec(spec: Spec, answer: Any, timeout: float | None = None) -> tuple[boo
         args = next(vault)
         with time_limit(limit):
             while True:
-                got = _call_answer(spec.adapter, answer, args)
+                got = _call_answer(spec.adapter, answer, args, spec.forbid)
                 args = vault.send(got)
     except StopIteration:
         return True, spec.passed

@@ -146,7 +146,8 @@ def _prepare(ids: list[str], settings: Settings, submission: Submission,
                                                   submission.notebook, exercise_id))
             cases = list(spec.cases(rng))
             record = {"adapter": spec.adapter, "timeout": float(spec.timeout),
-                      "names": names.get(exercise_id, []), "args": [list(c.args) for c in cases]}
+                      "names": names.get(exercise_id, []), "forbid": list(spec.forbid),
+                      "args": [list(c.args) for c in cases]}
             save_plain(scratch / "case.npz", record)
             inputs[exercise_id] = base64.b64encode((scratch / "case.npz").read_bytes()).decode()
             prepared[exercise_id] = (spec, cases)

@@ -73,6 +73,7 @@ class Spec:
     adapter: str = "call"
     timeout: float = 20.0
     answer: str | None = None
+    forbid: tuple[str, ...] = ()
 
 
 _SPECS: dict[str, Spec] = {}
@@ -80,13 +81,17 @@ _SPECS: dict[str, Spec] = {}
 
 def exercise(
     exercise_id: str, *, passed: str, adapter: str = "call", timeout: float = 20.0,
-    answer: str | None = None,
+    answer: str | None = None, forbid: tuple[str, ...] = (),
 ) -> Callable[[Callable[[np.random.Generator], Iterator[Case]]], Spec]:
     """Register the decorated case generator as the spec of ``exercise_id``.
 
     ``answer`` is the name the student's notebook defines (a function, or a value for the
     ``"value"`` adapter); the grader calls it after the notebook ran. Without it the grader
     uses the name passed to ``check("NN.k", name)`` in the assigned notebook.
+
+    ``forbid`` names the library functions the answer may not call (dotted names such as
+    ``"attnlab.softmax"``): the exercise asks for what they compute, and a call to one of them
+    fails the case with a message that says so (:mod:`attnlab.course.forbid`).
 
     Re-registering the same function (same module and name, e.g. a re-run notebook cell)
     replaces it; a different function under a taken id raises ``ValueError``.
@@ -95,6 +100,8 @@ def exercise(
         raise ValueError(f"exercise id must look like 'NN.k', got {exercise_id!r}")
     if answer is not None and not (isinstance(answer, str) and answer.isidentifier()):
         raise ValueError(f"answer must be a Python name, got {answer!r}")
+    if not isinstance(forbid, tuple) or not all(isinstance(n, str) and "." in n for n in forbid):
+        raise ValueError(f"forbid must be a tuple of dotted names, got {forbid!r}")
 
     def decorate(fn: Callable[[np.random.Generator], Iterator[Case]]) -> Spec:
         previous = _SPECS.get(exercise_id)
@@ -106,7 +113,7 @@ def exercise(
                     f"exercise {exercise_id!r} is registered twice: by {'.'.join(old)}"
                     f" and by {'.'.join(origin)}"
                 )
-        spec = Spec(exercise_id, fn, passed, adapter, timeout, answer)
+        spec = Spec(exercise_id, fn, passed, adapter, timeout, answer, forbid)
         _SPECS[exercise_id] = spec
         return spec
 

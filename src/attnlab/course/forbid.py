@@ -1,0 +1,213 @@
+"""Functions an exercise's answer may not call: the library's own version of the answer.
+
+Some exercises ask the reader to write what :mod:`attnlab` or PyTorch already provides, for
+example a numerically stable softmax or the forward pass of multi-head attention. The
+notebook has those functions imported, so an answer could simply call them. A spec names
+them (``exercise(..., forbid=("attnlab.softmax", "torch.softmax"))``) and, while the answer
+runs, :func:`forbidden` watches every function call through Python's profiling hook
+(:func:`sys.setprofile`): a call to a forbidden function is recorded, and when the answer
+returns the check fails with a message that names the function. The answer's own helpers,
+numpy and the rest of torch stay available.
+
+What is matched:
+
+* a Python function: by its code object, so an alias (``from attnlab import softmax as s``)
+  or a ``functools.wraps`` wrapper still counts; numpy's dispatching functions (``np.tril``)
+  by the function they wrap;
+* a built-in function or method (``torch.softmax``, ``torch.Tensor.softmax``,
+  ``F.scaled_dot_product_attention``): by equality of the built-in, or for a method
+  descriptor by its name and the class of the object it is bound to;
+* a class: by the code of its ``__init__`` and ``forward`` (an ``nn.Module`` built or called).
+
+This is a learning aid, like the rest of the self-check: an answer can still copy the
+library's source into its own cell. An answer that switches the hook off (``sys.setprofile``)
+is caught by the check that the hook is still in place when it returns.
+
+Examples
+--------
+>>> import numpy as np
+>>> with forbidden(("numpy.linalg.norm",)) as calls:
+...     _ = np.sqrt((np.ones(3) ** 2).sum())
+>>> calls.names
+[]
+>>> with forbidden(("numpy.linalg.norm",)) as calls:
+...     _ = np.linalg.norm(np.ones(3))
+>>> calls.names
+['numpy.linalg.norm']
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+import types
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ForbiddenCalls", "Targets", "forbidden", "message", "resolve", "watching"]
+
+_BUILTIN = types.BuiltinFunctionType
+_DESCRIPTORS = (types.MethodDescriptorType, types.ClassMethodDescriptorType)
+
+
+@dataclass
+class Targets:
+    """What a list of forbidden names matches: code objects, built-ins, method descriptors."""
+
+    codes: dict[types.CodeType, str] = field(default_factory=dict)
+    builtins: list[tuple[Any, str]] = field(default_factory=list)
+    methods: list[tuple[str, type, str]] = field(default_factory=list)
+
+
+@dataclass
+class ForbiddenCalls:
+    """The forbidden functions the answer called (in order of first call, each once)."""
+
+    names: list[str] = field(default_factory=list)
+    hook_removed: bool = False
+
+    def add(self, name: str) -> None:
+        if name not in self.names:
+            self.names.append(name)
+
+
+def _lookup(name: str) -> Any:
+    """The object a dotted name such as ``"torch.nn.functional.softmax"`` refers to."""
+    if not isinstance(name, str) or not name or "." not in name:
+        raise ValueError(f"a forbidden name is 'module.attribute', got {name!r}")
+    parts = name.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        try:
+            for attribute in parts[split:]:
+                obj = getattr(obj, attribute)
+        except AttributeError:
+            break
+        return obj
+    raise ValueError(f"forbidden name {name!r} does not name an importable object")
+
+
+def _python_codes(obj: Any) -> list[types.CodeType]:
+    """Code objects of a Python function, of what it wraps, or of a class's methods."""
+    if isinstance(obj, type):
+        members = [obj.__dict__.get(m) for m in ("__init__", "forward", "__call__")]
+        return [code for member in members if member is not None
+                for code in _python_codes(member)]
+    codes = []
+    seen: set[int] = set()
+    while obj is not None and id(obj) not in seen:
+        seen.add(id(obj))
+        code = getattr(obj, "__code__", None)
+        if isinstance(code, types.CodeType):
+            codes.append(code)
+        obj = getattr(obj, "__wrapped__", None)
+    return codes
+
+
+def resolve(names: Sequence[str]) -> Targets:
+    """Turn dotted names into what :func:`forbidden` matches; ``ValueError`` on a bad name."""
+    targets = Targets()
+    for name in names:
+        obj = _lookup(name)
+        if isinstance(obj, _DESCRIPTORS):
+            targets.methods.append((obj.__name__, obj.__objclass__, name))
+            continue
+        if isinstance(obj, _BUILTIN):
+            targets.builtins.append((obj, name))
+            continue
+        codes = _python_codes(obj)
+        if not codes:
+            raise ValueError(f"forbidden name {name!r} is not a function, method or class")
+        for code in codes:
+            targets.codes.setdefault(code, name)
+    return targets
+
+
+def _builtin_name(arg: Any, targets: Targets) -> str | None:
+    """The forbidden name a built-in about to be called stands for, if any."""
+    if type(arg) is not _BUILTIN:
+        return None
+    for builtin, name in targets.builtins:
+        if arg == builtin:
+            return name
+    owner = getattr(arg, "__self__", None)
+    for method, cls, name in targets.methods:
+        if arg.__name__ == method and (isinstance(owner, cls) or owner is cls):
+            return name
+    return None
+
+
+@contextmanager
+def forbidden(names: Sequence[str]) -> Iterator[ForbiddenCalls]:
+    """Record every call of the functions ``names`` made inside the ``with`` block.
+
+    Parameters
+    ----------
+    names : sequence of str
+        Dotted names (``"attnlab.softmax"``, ``"torch.Tensor.softmax"``). Empty: nothing is
+        watched and no hook is installed.
+
+    Yields
+    ------
+    ForbiddenCalls
+        Filled in as the block runs; ``hook_removed`` is set when code inside the block
+        replaced the profiling hook (an answer that tried to switch the check off).
+
+    Raises
+    ------
+    ValueError
+        When a name does not name an importable function, method or class (raised before
+        the block runs).
+    """
+    with watching(resolve(names)) as calls:
+        yield calls
+
+
+@contextmanager
+def watching(targets: Targets) -> Iterator[ForbiddenCalls]:
+    """:func:`forbidden` for names already resolved with :func:`resolve`."""
+    calls = ForbiddenCalls()
+    if not (targets.codes or targets.builtins or targets.methods):
+        yield calls
+        return
+
+    def hook(frame: types.FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            name = targets.codes.get(frame.f_code)
+            if name is not None:
+                calls.add(name)
+        elif event == "c_call":
+            name = _builtin_name(arg, targets)
+            if name is not None:
+                calls.add(name)
+
+    previous, previous_threads = sys.getprofile(), threading.getprofile()
+    threading.setprofile(hook)
+    sys.setprofile(hook)
+    try:
+        yield calls
+    finally:
+        still_ours = sys.getprofile() is hook
+        sys.setprofile(previous)
+        threading.setprofile(previous_threads)
+        calls.hook_removed = calls.hook_removed or not still_ours
+
+
+def message(calls: ForbiddenCalls) -> str | None:
+    """The check's verdict on what the answer called, or ``None`` when it called nothing
+    forbidden."""
+    if calls.hook_removed:
+        return ("your answer switched off the check's call watcher (sys.setprofile): "
+                "write the function without touching the profiler")
+    if not calls.names:
+        return None
+    shown = ", ".join(f"`{n}`" for n in calls.names)
+    return (f"this exercise asks you to write it yourself, and your answer called {shown}, "
+            f"which is unavailable here: use numpy (or torch) operations, not the library's "
+            f"own version")
