@@ -84,7 +84,7 @@ def test_an_int_subclass_that_equals_everything_is_refused():
 
         __hash__ = int.__hash__
 
-    passed, message = _verdict("10.2", lambda d, h, n_brains, degree: Anything(0))
+    passed, message = _verdict("10.2", lambda a, b: Anything(0))
     assert not passed and "got Anything" in message
 
 

@@ -180,7 +180,7 @@ def test_every_glue_reference_has_a_value():
 
 
 def test_results_prose_types_no_decimal_numbers():
-    """Sections 10.5 and 10.6 quote results only through glue: no typed 0.97 or 1.000."""
+    """Sections 10.5 to 10.7 quote results only through glue: no typed 0.97 or 1.000."""
     text, inside = [], False
     for cell in _cells():
         source = "".join(cell["source"])
@@ -190,7 +190,7 @@ def test_results_prose_types_no_decimal_numbers():
             inside = True
         if inside:
             text.append(GLUE_ROLE.sub("GLUED", source))
-        if "## 10.7" in source:
+        if "## 10.8" in source:
             break
     typed = re.findall(r"(?<![\w.])\d+\.\d{2,}", re.sub(r"`[^`]*`", "", "\n".join(text)))
     assert text and not typed, f"numbers typed into the results prose: {typed}"
