@@ -86,17 +86,11 @@ def _b_from_query_key(rng: np.random.Generator) -> Iterator[Case]:
 
 
 def poly_pairwise(y: np.ndarray, b: np.ndarray, coeffs: np.ndarray) -> np.ndarray:
-    """Eq. 16 with ``f(x) = Σ_l A_l x^l``, one pair and one product at a time (float64)."""
-    n, m = y.shape
-    out = np.zeros((n, n))
-    for alpha in range(n):
-        for beta in range(n):
-            for r in range(m):
-                for t in range(m):
-                    x = y[alpha, r] * y[beta, t]
-                    f = sum(a * x**power for power, a in enumerate(coeffs, start=1))
-                    out[alpha, beta] += f * b[r, t]
-    return out
+    """Eq. 16 as written, with ``f(x) = Σ_l A_l x^l``: every product ``y^α_r y^β_t`` (an
+    ``(n, n, M, M)`` array, affordable at the sizes of the check), then weighted by ``B``."""
+    products = np.einsum("ar,bt->abrt", y, y)
+    f = sum(a * products**power for power, a in enumerate(coeffs, start=1))
+    return np.einsum("abrt,rt->ab", f, b)
 
 
 def _poly_hints(y: np.ndarray, b: np.ndarray, coeffs: np.ndarray) -> dict[str, np.ndarray]:
