@@ -1,0 +1,41 @@
+"""Run an exercise's cases against an answer for one seed: the first failure, or ``None``.
+
+The checks draw fresh random cases on every call; a partly right answer must fail on *every*
+draw, so the tests of chapters 06–09 run an answer against the cases of many seeds.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from attnlab.course.check import run_spec
+from attnlab.course.spec import ExerciseFailure, get_spec, judge, to_plain
+from attnlab.exercises import exercise_ids
+
+
+def verdict(exercise_id, answer):
+    """``(passed, message)`` of the real check (forbidden calls included)."""
+    exercise_ids()
+    return run_spec(get_spec(exercise_id), answer)
+
+
+def first_failure(exercise_id, answer, seed):
+    """The message of the first case of draw ``seed`` that ``answer`` fails, else ``None``."""
+    exercise_ids()
+    for case in get_spec(exercise_id).cases(np.random.default_rng(seed)):
+        try:
+            got = to_plain(answer(*copy.deepcopy(case.args)))
+        except Exception as error:  # noqa: BLE001 - a wrong answer may crash: that fails it
+            return f"raised {type(error).__name__}: {error}"
+        try:
+            judge(got, case)
+        except ExerciseFailure as failure:
+            return str(failure)
+    return None
+
+
+def seeds_passed(exercise_id, answer, seeds):
+    """The seeds whose whole draw ``answer`` passes (empty for an answer that must fail)."""
+    return [seed for seed in seeds if first_failure(exercise_id, answer, seed) is None]
