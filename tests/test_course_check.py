@@ -211,27 +211,8 @@ def test_01_2_offsets_paired_as_a_minus_b_are_named():
     assert not passed and "a − b" in message and message.startswith("on k1 = [1, 2, 3]")
 
 
-def _torch_weights(mha, transpose_out=True, transpose_in=True):
-    d, h = mha.embed_dim, mha.num_heads
-    blocks = np.split(mha.in_proj_weight.detach().numpy(), 3)
-    if transpose_in:
-        w = [b.T.reshape(d, h, d // h).transpose(1, 0, 2) for b in blocks]
-    else:
-        w = [b.reshape(h, d, d // h) for b in blocks]
-    w_o = mha.out_proj.weight.detach().numpy()
-    return (*w, w_o.T if transpose_out else w_o)
-
-
-def test_05_2_untransposed_weights_are_named():
-    assert _verdict("05.2", _torch_weights)[0]
-    passed, message = _verdict("05.2", lambda m: _torch_weights(m, transpose_out=False))
-    assert not passed and "w_o is out_proj.weight untransposed" in message
-    passed, message = _verdict("05.2", lambda m: _torch_weights(m, transpose_in=False))
-    assert not passed and "without transposing" in message
-
-
 def test_03_2_upper_triangle_is_named():
-    passed, message = _verdict("03.2", lambda s: np.triu(np.ones((s, s), dtype=bool)))
+    passed, message = _verdict("03.2", lambda s_q, s_k: np.triu(np.ones((s_q, s_k), dtype=bool)))
     assert not passed and "np.tril, not np.triu" in message
 
 
@@ -245,16 +226,16 @@ def test_overflow_cases_come_first(exercise_id):
 
 
 # ---- the other recognised mistakes, one wrong answer each ------------------------------------
-def _triu_strict(s):
-    i, j = np.indices((s, s))
-    return i > j
+def _triu_strict(s_q, s_k):
+    i, j = np.indices((s_q, s_k))
+    return i + s_k - s_q > j
 
 
 WRONG_ANSWERS = {
     "03.2": (_triu_strict, "the diagonal must be True"),
     "03.3": (
-        lambda lengths, s: (np.arange(s)[None, :] <= lengths[:, None])[:, None, :],
-        "use < lengths[b], not <=",
+        lambda lengths, s: (np.arange(s)[None, :] > s - lengths[:, None])[:, None, :],
+        "use >=, not >",
     ),
     "06.1": (
         lambda image, p: image.reshape(-1, p * p * image.shape[2]),
