@@ -149,3 +149,21 @@ def test_03_5_partly_right_answers_fail_with_the_mistake_named():
     _always_fails("03.5", lambda *a: masked_self_attention(*a, fill=-1e9), "uniform")
     _always_fails("03.5", lambda *a: masked_self_attention(*a, pad="right"), "right padding")
     _always_fails("03.5", lambda *a: masked_self_attention(*a, causal=False), "causal")
+
+
+# ---- 03.4 ------------------------------------------------------------------------------------
+def test_03_4_factors_that_divide_by_the_singular_values_fail():
+    def divided(w_qk, d_k):  # W_K = V / sigma: right only when the rank is exactly d_k
+        u, sv, vt = np.linalg.svd(w_qk)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return u[:, :d_k] * sv[:d_k] ** 2, vt[:d_k].T / sv[:d_k]
+
+    _always_fails("03.4", divided, "NaN or inf")
+
+
+def test_03_4_an_honest_answer_passes():
+    def factorise(w_qk, d_k):
+        u, sv, vt = np.linalg.svd(w_qk)
+        return u[:, :d_k] * sv[:d_k], vt[:d_k].T
+
+    assert _verdict("03.4", factorise)[0]

@@ -105,19 +105,28 @@ def _factor_judge(got, case: Case) -> None:
     for name, m in [("W_Q", w_q), ("W_K", w_k)]:
         if m.shape != (d, d_k):
             raise ExerciseFailure(f"on {case.on}: {name} must have shape {(d, d_k)}, got {m.shape}")
+        if not np.all(np.isfinite(m)):
+            raise ExerciseFailure(f"on {case.on}: {name} holds NaN or inf (a division by a "
+                                  "singular value that is 0 when the rank is below d_k?)")
     expect_close(w_q @ w_k.T, case.expected, on=f"{case.on}, the product W_Q W_K^T", atol=1e-8)
 
 
 @exercise(
     "03.4", answer="factorise",
-    passed="W_Q W_K^T reproduces W_QK (ranks 0..d_k, shapes (d, d_k)) on 10 random matrices",
+    passed="W_Q W_K^T reproduces W_QK (ranks 0..d_k, shapes (d, d_k)) on 10 random matrices "
+    "and 5 fixed ones (d_k = 1, d_k = d, W_QK = 0)",
 )
 def _factorise(rng: np.random.Generator) -> Iterator[Case]:
     """``factorise(W_QK, d_k)``: ``(W_Q, W_K)``, each ``(d, d_k)``, with ``W_Q @ W_K.T == W_QK``."""
-    for case in range(10):
-        d = int(rng.integers(2, 9))
-        d_k = int(rng.integers(1, d + 1))
-        rank = int(rng.integers(0, d_k + 1))  # rank 0 (W_QK = 0) and rank < d_k included
+    # The boundaries first: d_k = 1, d_k = d (full rank), W_QK = 0, rank below d_k.
+    fixed = [(2, 1, 1), (5, 5, 5), (4, 2, 0), (6, 3, 1), (8, 8, 3)]  # (d, d_k, rank)
+    for case in range(len(fixed) + 10):
+        if case < len(fixed):
+            d, d_k, rank = fixed[case]
+        else:
+            d = int(rng.integers(2, 9))
+            d_k = int(rng.integers(1, d + 1))
+            rank = int(rng.integers(0, d_k + 1))  # rank 0 (W_QK = 0) and rank < d_k included
         a = rng.normal(size=(d, rank)) @ rng.normal(size=(rank, d))
         yield Case(
             (a, d_k),
