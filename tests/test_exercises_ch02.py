@@ -131,3 +131,12 @@ def test_02_4_partly_right_answers_fail():
 
     with np.errstate(over="ignore", invalid="ignore"):
         _always_fails("02.4", naive, "NaN")
+
+
+def test_02_1_a_naive_exp_is_named_not_shown_as_nan():
+    def naive(query, keys, values, temperature):
+        e = np.exp(keys @ query / temperature)
+        return e / e.sum() @ values
+
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        _always_fails("02.1", naive, "subtract the largest score first")

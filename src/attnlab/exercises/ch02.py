@@ -9,6 +9,17 @@ import numpy as np
 from attnlab.course.spec import Case, ExerciseFailure, as_array, close, exercise, matches
 from attnlab.softmax import softmax
 
+_NAN_LOOKUP = (
+    "gave NaN or inf: a small temperature makes the scores large (or very negative), and "
+    "np.exp overflows (or every weight underflows to 0); subtract the largest score first"
+)
+
+
+def _lookup_case(args, expected, *, on, hints=None) -> Case:
+    """A case of 02.1, judged finite first so that a naive exp is named, not shown as nan."""
+    return Case(args, expected, on=on, hints=hints or {}, judge=_finite_then_close,
+                private=f"on {on}: {_NAN_LOOKUP}")
+
 
 @exercise(
     "02.1", answer="soft_lookup",
@@ -21,17 +32,19 @@ def _soft_lookup(rng: np.random.Generator) -> Iterator[Case]:
     # whose scores at T = 0.01 are 100 and 99 (weights e : 1, which clipping the scores
     # destroys); a large negative score, and all scores equal (the mean of the values).
     values = np.array([[2.0, -1.0, 0.5]])
-    yield Case((np.array([3.0, -2.0]), np.array([[1.0, 4.0]]), values, 0.1), values[0],
-               on="one key (n = 1): the look-up returns its value")
+    yield _lookup_case((np.array([3.0, -2.0]), np.array([[1.0, 4.0]]), values, 0.1), values[0],
+                       on="one key (n = 1): the look-up returns its value")
     keys, values = np.array([[1.0], [0.99]]), np.array([[1.0, 0.0], [0.0, 1.0]])
-    yield Case((np.array([100.0]), keys, values, 0.01), softmax(keys @ [100.0] / 0.01) @ values,
-               on="scores 100 and 99 (query 100, keys 1 and 0.99, temperature 0.01)")
+    yield _lookup_case((np.array([100.0]), keys, values, 0.01),
+                       softmax(keys @ [100.0] / 0.01) @ values,
+                       on="scores 100 and 99 (query 100, keys 1 and 0.99, temperature 0.01)")
     keys = np.array([[-5.0, 0.0], [-4.0, 0.0], [-6.0, 0.0]])
     values = np.arange(6.0).reshape(3, 2)
-    yield Case((np.array([200.0, 1.0]), keys, values, 0.1), softmax(keys @ [200.0, 1.0] / 0.1)
-               @ values, on="keys @ query = -1000, -800, -1200 at temperature 0.1 (all negative)")
-    yield Case((np.zeros(3), rng.normal(size=(5, 3)), values[[0, 1, 2, 0, 1]], 0.5),
-               values[[0, 1, 2, 0, 1]].mean(axis=0), on="a zero query: every score equal")
+    yield _lookup_case((np.array([200.0, 1.0]), keys, values, 0.1),
+                       softmax(keys @ [200.0, 1.0] / 0.1) @ values,
+                       on="keys @ query = -1000, -800, -1200 at temperature 0.1 (all negative)")
+    yield _lookup_case((np.zeros(3), rng.normal(size=(5, 3)), values[[0, 1, 2, 0, 1]], 0.5),
+                       values[[0, 1, 2, 0, 1]].mean(axis=0), on="a zero query: every score equal")
     for case in range(20):
         n, d, d_v = (int(x) for x in rng.integers(1, 7, size=3))
         t = float(rng.choice([0.1, 0.5, 3.0]))
@@ -44,7 +57,7 @@ def _soft_lookup(rng: np.random.Generator) -> Iterator[Case]:
                 keys @ query * t
             ) @ values,
         }
-        yield Case(
+        yield _lookup_case(
             (query, keys, values, t),
             softmax(keys @ query / t) @ values,
             on=f"case {case}: n={n}, d={d}, d_v={d_v}, temperature={t}",
@@ -52,7 +65,7 @@ def _soft_lookup(rng: np.random.Generator) -> Iterator[Case]:
         )
     # A tiny temperature turns the look-up hard: it returns the value of the best key.
     keys, values = np.eye(4), np.arange(8.0).reshape(4, 2)
-    yield Case(
+    yield _lookup_case(
         (np.array([0.0, 0.0, 1.0, 0.0]), keys, values, 1e-3),
         values[2],
         on="an exact key match at temperature 1e-3",

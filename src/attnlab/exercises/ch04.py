@@ -145,7 +145,7 @@ def _key_value_gradients(rng: np.random.Generator) -> Iterator[Case]:
         n, s, d_k, d_v = (int(x) for x in rng.integers(1, 7, size=4))
         sizes.append((n, s, d_k, d_v, [None, 1.0, 0.5][int(rng.integers(0, 3))]))
     for n, s, d_k, d_v, c in sizes:
-        c = 1 / np.sqrt(d_k) if c is None else c
+        c = float(1 / np.sqrt(d_k) if c is None else c)  # a Python float: the grader stores it
         q, k = rng.normal(size=(n, d_k)), rng.normal(size=(s, d_k))
         v, u = rng.normal(size=(s, d_v)), rng.normal(size=(n, d_v))
         z = c * q @ k.T
