@@ -417,16 +417,11 @@ def reference_answers():
         u, sv, vt = np.linalg.svd(a)
         return u[:, :d_k] * sv[:d_k], vt[:d_k].T
 
-    def causal_mask(s):  # 03.2
-        return np.arange(s)[:, None] >= np.arange(s)[None, :]
+    def causal_mask(s_q, s_k):  # 03.2: the queries are the last s_q of s_k positions
+        return np.arange(s_q)[:, None] + (s_k - s_q) >= np.arange(s_k)[None, :]
 
-    def padding_mask(lengths, s):  # 03.3
-        return (np.arange(s)[None, :] < np.asarray(lengths)[:, None])[:, None, :]
-
-    def weight_entropy(w):  # 04.2
-        w = np.asarray(w, dtype=float)
-        safe = np.where(w > 0, w, 1.0)
-        return -np.sum(w * np.log(safe), axis=-1)
+    def left_padding_mask(lengths, s):  # 03.3
+        return (np.arange(s)[None, :] >= s - np.asarray(lengths)[:, None])[:, None, :]
 
     def masked_softmax(logits, mask):  # 04.3
         z = np.where(mask, logits, np.finfo(logits.dtype).min)
@@ -440,10 +435,9 @@ def reference_answers():
     return {
         "02.1": (soft_lookup, lambda q, k, v, t: soft_lookup(q, k, v, 1.0)),
         "02.2": (stable_softmax, naive_softmax),
-        "03.2": (causal_mask, lambda s: causal_mask(s).T),
+        "03.2": (causal_mask, lambda s_q, s_k: np.tril(np.ones((s_q, s_k), dtype=bool))),
         "03.4": (factorise, lambda a, d_k: (a[:, :d_k], np.eye(len(a))[:, :d_k])),
-        "03.3": (padding_mask, lambda lengths, s: causal_mask(s)[None].repeat(len(lengths), 0)),
-        "04.2": (weight_entropy, lambda w: -np.sum(w * np.log2(np.clip(w, 1e-300, None)), -1)),
+        "03.3": (left_padding_mask, lambda lengths, s: left_padding_mask(lengths, s)[:, :, ::-1]),
         "04.3": (masked_softmax, finfo_softmax),
     }
 

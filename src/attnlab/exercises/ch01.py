@@ -28,12 +28,17 @@ def _window_means(x: np.ndarray, half: int) -> np.ndarray:
 
 @exercise(
     "01.1", answer="moving_average_kernel",
-    passed="local_context with your kernel averages every window on 10 random sequences.",
+    passed="local_context with your kernel averages every window on 10 random sequences "
+    "and on C = 0 ... 3 with one and four channels.",
 )
 def _moving_average(rng: np.random.Generator) -> Iterator[Case]:
-    for case in range(11):
-        if case == 0:  # a closed form first: C=1, d=2, where the classic slips show
-            half, d, s = 1, 2, 5
+    # A closed form first (C=1, d=2, where the classic slips show), then every half-width from
+    # 0 (the kernel is the identity) to the largest, with one channel and with the most, each
+    # on the shortest sequence that holds the window: a divisor right for one C only fails.
+    fixed = [(1, 2, 5)] + [(half, d, 2 * half + 1) for half in range(4) for d in (1, 4)]
+    for case in range(len(fixed) + 10):
+        if case < len(fixed):
+            half, d, s = fixed[case]
         else:
             half, d = int(rng.integers(0, 4)), int(rng.integers(1, 5))
             s = int(rng.integers(2 * half + 1, 2 * half + 8))
@@ -57,25 +62,38 @@ def _moving_average(rng: np.random.Generator) -> Iterator[Case]:
         )
 
 
-def _compose_kernels(k1: np.ndarray, k2: np.ndarray, sign: int) -> np.ndarray:
-    """``K_c = Σ K1_a @ K2_b`` over ``a + b = c`` (``sign=1``) or ``a - b = c`` (``-1``)."""
+def _compose_kernels(k1: np.ndarray, k2: np.ndarray, sign: int, swap: bool = False) -> np.ndarray:
+    """``K_c = Σ K1_a @ K2_b`` over ``a + b = c`` (``sign=1``) or ``a - b = c`` (``-1``);
+    ``swap``: the product in the other order, ``K2_b @ K1_a`` (square matrices only)."""
     c1, c2 = len(k1) // 2, len(k2) // 2
     out = np.zeros((2 * (c1 + c2) + 1, k1.shape[1], k2.shape[2]))
     for a in range(-c1, c1 + 1):
         for b in range(-c2, c2 + 1):
-            out[a + sign * b + c1 + c2] += k1[a + c1] @ k2[b + c2]
+            product = k2[b + c2] @ k1[a + c1] if swap else k1[a + c1] @ k2[b + c2]
+            out[a + sign * b + c1 + c2] += product
     return out
 
 
 @exercise(
     "01.2", answer="compose_kernels",
-    passed="one layer with your kernel equals the two-layer stack on 10 random cases.",
+    passed="one layer with your kernel equals the two-layer stack on 10 random cases and "
+    "6 fixed ones (C1 != C2, a zero half-width, three different widths).",
 )
 def _compose(rng: np.random.Generator) -> Iterator[Case]:
     # Closed form first: k2 shifts by +1, so the composed kernel is k1 moved by one offset.
     k1 = np.array([1.0, 2.0, 3.0]).reshape(3, 1, 1)
     k2 = np.array([0.0, 0.0, 1.0]).reshape(3, 1, 1)
     cases = [(k1, k2, rng.normal(size=(7, 1)), "k1 = [1, 2, 3], k2 = [0, 0, 1] (a shift), d = 1")]
+    # Then the cases that separate partly right answers, each on the shortest sequence that
+    # holds the composed window: unequal half-widths both ways, a zero half-width, three
+    # different widths (d_in, d_mid, d_out), and square matrices that do not commute.
+    for c1, c2, d_in, d_mid, d_out in [(0, 2, 1, 2, 1), (2, 0, 2, 1, 2), (2, 1, 1, 3, 2),
+                                       (1, 2, 3, 1, 2), (1, 1, 2, 2, 2)]:
+        k1 = rng.normal(size=(2 * c1 + 1, d_in, d_mid))
+        k2 = rng.normal(size=(2 * c2 + 1, d_mid, d_out))
+        s = 2 * (c1 + c2) + 1
+        on = f"C1={c1}, C2={c2}, s={s}, widths {d_in}->{d_mid}->{d_out}"
+        cases.append((k1, k2, rng.normal(size=(s, d_in)), on))
     for _ in range(10):
         c1, c2 = int(rng.integers(0, 3)), int(rng.integers(0, 3))
         d_in, d_mid, d_out = (int(v) for v in rng.integers(1, 4, size=3))
@@ -87,6 +105,10 @@ def _compose(rng: np.random.Generator) -> Iterator[Case]:
     for k1, k2, x, on in cases:
         c1, c2 = len(k1) // 2, len(k2) // 2
         wrong = {}
+        if len({k1.shape[1], k1.shape[2], k2.shape[2]}) == 1 and k1.shape[1] > 1:
+            wrong["the product is in the wrong order: the first layer's matrix acts first on "
+                  "a row vector, x K1_a K2_b, so K_c = Σ K1_a @ K2_b"] = _compose_kernels(
+                      k1, k2, 1, swap=True)
         if c1 and c2:
             wrong["your kernel pairs offsets a and b at a − b; stacking two layers adds "
                   "offsets: K_c = Σ_{a+b=c} K1_a @ K2_b"] = _compose_kernels(k1, k2, -1)

@@ -1,4 +1,9 @@
-"""Checks for the exercises of chapter 05 (multi-head attention)."""
+"""Checks for the exercises of chapter 05 (multi-head attention).
+
+The cases always include the ones that separate a partly right answer: more than one head and
+more than one token (where a reshape without a transpose shows), ``d_k`` different from ``d``
+(the scale), non-symmetric weights (a missing transpose), a query that may attend to no key.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +11,23 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from attnlab.course.spec import Case, ExerciseFailure, as_array, exercise, expect_close, matches
-from attnlab.multihead import multi_head_attention
+from attnlab.course.spec import Case, ExerciseFailure, as_array, close, exercise
+from attnlab.exercises.ch03 import ATTENTION_FORBID
+
+#: What hands over the concatenation of 05.1 (and the head split of 05.4).
+HEADS_FORBID = ("attnlab.merge_heads", "attnlab.split_heads")
 
 
 @exercise(
     "05.1",
     answer="concat_heads",
     passed="row t is [head 0 at t, head 1 at t, ...] on 20 random stacks",
+    forbid=("attnlab.merge_heads",),
 )
 def _concat_heads(rng: np.random.Generator) -> Iterator[Case]:
     """``concat_heads(heads)``: ``(h, s, d_v)`` → ``(s, h·d_v)``, token by token."""
-    stacks = [(np.arange(12.0).reshape(2, 3, 2), "heads = arange(12).reshape(2, 3, 2)")]
+    stacks = [(np.arange(12.0).reshape(2, 3, 2), "heads = arange(12).reshape(2, 3, 2)"),
+              (rng.normal(size=(1, 1, 1)), "one head, one token, d_v = 1")]
     for case in range(20):
         h, s, d_v = (int(n) for n in rng.integers(2, 7, size=3))
         stacks.append((rng.normal(size=(h, s, d_v)), f"case {case}: heads of shape {(h, s, d_v)}"))
@@ -33,76 +43,116 @@ def _concat_heads(rng: np.random.Generator) -> Iterator[Case]:
                 s, h * d_v
             ),
         }
-        yield Case((heads,), expected, on=on, hints=hints)
+        yield Case((heads,), expected, on=on,
+                   hints={k: v for k, v in hints.items() if not np.allclose(v, expected)})
 
 
-def _split(w: np.ndarray, h: int) -> np.ndarray:
-    """torch's ``(d_out, d_in)`` block → ``(h, d, d_k)``: transpose, then split the columns."""
-    d = w.shape[1]
-    return w.T.reshape(d, h, d // h).transpose(1, 0, 2)
-
-
-def _weights_judge(got, case: Case) -> None:
-    x, in_proj, out_proj, h = case.private
-    d = out_proj.shape[0]
-    d_k = d // h
-    label = f"case {case.on}"
-    if not isinstance(got, tuple) or len(got) != 4:
-        count = len(got) if isinstance(got, tuple) else 1
-        raise ExerciseFailure(f"expected four arrays (w_q, w_k, w_v, w_o), got {count}")
-    arrays = [as_array(w, label) for w in got]
-    names, shapes = ("w_q", "w_k", "w_v", "w_o"), [(h, d, d_k)] * 3 + [(d, d)]
-    for name, w, shape in zip(names, arrays, shapes, strict=True):
-        if w.shape != shape:
-            raise ExerciseFailure(f"{label}: {name} should have shape {shape}, got {w.shape}")
-    try:
-        expect_close(
-            multi_head_attention(x, *arrays)[0],
-            case.expected,
-            on=f"{label} (output of multi_head_attention)",
-        )
-    except ExerciseFailure:
-        blocks = np.split(in_proj, 3)
-        for name, w, block in zip(names[:3], arrays[:3], blocks, strict=True):
-            if not matches(w, _split(block, h)) and matches(w, block.reshape(h, d, d_k)):
-                raise ExerciseFailure(
-                    f"{label}: {name} reshapes torch's (d_out, d_in) weight without "
-                    "transposing it; torch computes x W^T, so take the transpose, then split "
-                    "its columns by head"
-                ) from None
-        if not matches(arrays[3], out_proj.T) and matches(arrays[3], out_proj):
-            raise ExerciseFailure(
-                f"{label}: w_o is out_proj.weight untransposed; torch computes x W^T, so "
-                "w_o = out_proj.weight.T"
-            ) from None
-        raise
-
-
-@exercise(
-    "05.2", answer="stacked_from_torch",
-    passed="multi_head_attention with your weights reproduces nn.MultiheadAttention on 6 layers",
-    adapter="torch_mha",
-)
-def _stacked_from_torch(rng: np.random.Generator) -> Iterator[Case]:
-    """``stacked_from_torch(mha)``: numpy ``(w_q, w_k, w_v, w_o)`` from an MHA module."""
+# ---- 05.4: multi-head attention's forward from PyTorch's packed weights ----------------------
+def _torch_reference(x, in_proj, out_proj, h, mask) -> np.ndarray:
+    """``torch.nn.MultiheadAttention`` itself (float64, no bias); rows with no key: zeros."""
     import torch
 
     from attnlab.course.adapters import build_mha
 
-    for case in range(6):
-        h = int(rng.integers(1, 5))
-        d_k = int(rng.integers(1, 5))
-        d, s = h * d_k, int(rng.integers(1, 7))
+    xt = torch.from_numpy(x)[None]
+    with torch.no_grad():
+        out = build_mha(in_proj, out_proj, h)(
+            xt, xt, xt, attn_mask=torch.from_numpy(~mask), need_weights=False
+        )[0][0].numpy().copy()
+    out[~mask.any(-1)] = 0.0  # torch gives NaN there; the book's convention is a zero output
+    return out
+
+
+def _by_heads(x, in_proj, out_proj, h, mask, *, scale=None, split="blocks", concat="transpose",
+              transpose_in=True, transpose_out=True, project=True) -> np.ndarray:
+    """Numpy loops over heads, with switches that reproduce the common mistakes."""
+    d = x.shape[1]
+    d_k = d // h
+    w = [b.T if transpose_in else b for b in np.split(in_proj, 3)]  # each (d, d)
+    if split == "blocks":
+        cols = [np.arange(i * d_k, (i + 1) * d_k) for i in range(h)]
+    else:  # every h-th column
+        cols = [np.arange(i, d, h) for i in range(h)]
+    scale = 1 / np.sqrt(d_k) if scale is None else scale
+    heads = np.zeros((h, x.shape[0], d_k))
+    for i, c in enumerate(cols):
+        q, k, v = (x @ m[:, c] for m in w)
+        for t in range(x.shape[0]):
+            keys = np.flatnonzero(mask[t])
+            if keys.size:
+                z = (k[keys] @ q[t]) * scale
+                p = np.exp(z - z.max())
+                heads[i, t] = (p / p.sum()) @ v[keys]
+    if concat == "transpose":
+        cat = heads.transpose(1, 0, 2).reshape(x.shape[0], d)
+    else:
+        cat = heads.reshape(x.shape[0], d)
+    if not project:
+        return cat
+    return cat @ (out_proj.T if transpose_out else out_proj)
+
+
+def _finite_then_close(got, case: Case) -> None:
+    if not np.all(np.isfinite(as_array(got, case.on))):
+        raise ExerciseFailure(f"on {case.on}: got NaN or inf (a query that may attend to no "
+                              "key must give a zero output)")
+    close(got, case)
+
+
+def _mask(kind: str, s: int, rng: np.random.Generator) -> np.ndarray:
+    if kind == "all":
+        return np.ones((s, s), dtype=bool)
+    causal = np.tri(s, dtype=bool)
+    if kind == "causal":
+        return causal
+    mask = causal & (rng.random((s, s)) < 0.7)
+    mask[int(rng.integers(0, s))] = False  # one query that may attend nowhere
+    return mask
+
+
+@exercise(
+    "05.4", answer="mha_forward",
+    forbid=(*ATTENTION_FORBID, *HEADS_FORBID, "attnlab.nn.MultiHeadAttention",
+            "attnlab.nn.grouped_query_attention"),
+    passed="equals torch.nn.MultiheadAttention on 14 layers (h = 1 to 6, d_k = 1 to 4, "
+    "masked and fully masked queries)",
+)
+def _mha_forward(rng: np.random.Generator) -> Iterator[Case]:
+    """``mha_forward(x, in_proj_weight, out_proj_weight, h, mask)``: the layer's output."""
+    # Separating cases first: h > 1 and s > 1 (the concatenation), d_k != d (the scale), a
+    # fully masked query; then the extremes h = 1, d_k = 1, s = 1.
+    sizes = [(2, 3, 4, "some"), (1, 4, 3, "causal"), (4, 1, 5, "some"), (1, 1, 1, "all"),
+             (6, 1, 2, "causal"), (3, 2, 1, "all")]  # (h, d_k, s, mask)
+    for _ in range(8):
+        sizes.append((int(rng.integers(2, 5)), int(rng.integers(1, 5)), int(rng.integers(2, 8)),
+                      str(rng.choice(["all", "causal", "some"]))))
+    for h, d_k, s, kind in sizes:
+        d = h * d_k
+        x = rng.normal(size=(s, d))
         in_proj = rng.normal(size=(3 * d, d)) / np.sqrt(d)
         out_proj = rng.normal(size=(d, d)) / np.sqrt(d)
-        x = rng.normal(size=(s, d))
-        xt = torch.tensor(x).unsqueeze(0)
-        with torch.no_grad():
-            expected = build_mha(in_proj, out_proj, h)(xt, xt, xt, need_weights=False)[0][0]
+        mask = _mask(kind, s, rng)
+        args = (x, in_proj, out_proj, h, mask)
+        expected = _torch_reference(*args)
+        hints = {
+            "scale each head's logits by 1/sqrt(d_k), d_k = d/h, not 1/sqrt(d)": _by_heads(
+                *args, scale=1 / np.sqrt(d)),
+            "in_proj_weight is stored (out, in): the projections are x @ W.T, transpose each "
+            "(d, d) block before splitting its columns by head": _by_heads(
+                *args, transpose_in=False),
+            "out_proj.weight is stored (out, in): the output is concat @ out_proj_weight.T": (
+                _by_heads(*args, transpose_out=False)),
+            "you reshaped the (h, s, d_k) heads straight to (s, d): that mixes tokens; move the "
+            "head axis next to the features first": _by_heads(*args, concat="reshape"),
+            "head i owns the columns i*d_k ... (i+1)*d_k - 1 of each projection, a block, not "
+            "every h-th column": _by_heads(*args, split="strided"),
+            "the output projection is missing: multiply the concatenated heads by "
+            "out_proj_weight.T": _by_heads(*args, project=False),
+            "the mask is inverted: True means 'may attend' (torch's attn_mask means the "
+            "opposite)": _by_heads(x, in_proj, out_proj, h, ~mask),
+        }
         yield Case(
-            (in_proj, out_proj, h),
-            expected.numpy().copy(),
-            on=f"{case}: d={d}, h={h}, s={s}",
-            judge=_weights_judge,
-            private=(x, in_proj, out_proj, h),
+            args, expected, on=f"h={h}, d_k={d_k}, s={s}, mask {kind}",
+            judge=_finite_then_close,
+            hints={k: v for k, v in hints.items() if not np.allclose(v, expected)},
         )
