@@ -203,3 +203,48 @@ def test_spec_refuses_a_forbid_that_is_not_a_tuple_of_dotted_names():
     for bad in ["attnlab.softmax", ("softmax",), [("attnlab.softmax")]]:
         with pytest.raises(ValueError, match="forbid"):
             exercise("99.42", passed="x", forbid=bad)(lambda rng: iter(()))
+
+
+# ---- PyTorch operators: torch.ops.aten.* is another door to the same kernels -------------------
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t: torch.ops.aten._softmax(t, -1, False),  # the packet
+        lambda t: torch.ops.aten._softmax.default(t, -1, False),  # one overload
+        lambda t: torch.ops.aten._softmax.default._op(t, -1, False),  # its built-in, directly
+    ],
+)
+def test_operator_is_seen_through_every_door(call):
+    t = torch.randn(3, 4)
+    assert _names(lambda: call(t), ["torch.ops.aten._softmax"]) == ["torch.ops.aten._softmax"]
+    # forbidding one overload still catches a call through the packet (same qualified name)
+    assert _names(lambda: call(t), ["torch.ops.aten._softmax.default"]) != []
+    # and another operator is not confused with it
+    assert _names(lambda: call(t), ["torch.ops.aten.log_softmax"]) == []
+
+
+def test_message_uses_the_plural_for_several_calls():
+    with forbidden(["attnlab.softmax", "torch.softmax"]) as calls:
+        attnlab.softmax(np.ones(3))
+    assert "which is unavailable" in message(calls)
+    with forbidden(["attnlab.softmax", "torch.softmax"]) as calls:
+        attnlab.softmax(np.ones(3))
+        torch.softmax(torch.ones(3), 0)
+    assert "which are unavailable" in message(calls)
+
+
+def test_the_chapters_softmax_and_attention_exercises_refuse_the_aten_operators(capsys):
+    # reported by the exercise author: both passed before the operators were forbidden
+    def aten_softmax(x):
+        return torch.ops.aten._softmax(torch.from_numpy(np.asarray(x, float)), -1, False).numpy()
+
+    assert not check("02.2", aten_softmax)
+    assert "torch.ops.aten._softmax" in capsys.readouterr().out
+
+    def aten_attention(*args):
+        tensors = [torch.from_numpy(np.asarray(a)) for a in args]
+        raise_if_used = torch.ops.aten.scaled_dot_product_attention
+        return raise_if_used(*tensors[:3]).numpy()
+
+    assert not check("03.5", aten_attention)
+    assert "torch.ops.aten.scaled_dot_product_attention" in capsys.readouterr().out

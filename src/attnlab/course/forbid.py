@@ -17,7 +17,11 @@ What is matched:
 * a built-in function or method (``torch.softmax``, ``torch.Tensor.softmax``,
   ``F.scaled_dot_product_attention``): by equality of the built-in, or for a method
   descriptor by its name and the class of the object it is bound to;
-* a class: by the code of its ``__init__`` and ``forward`` (an ``nn.Module`` built or called).
+* a class: by the code of its ``__init__`` and ``forward`` (an ``nn.Module`` built or called);
+* a PyTorch operator (``torch.ops.aten._softmax``, or one overload of it such as
+  ``torch.ops.aten._softmax.default``): by its qualified name (``aten::_softmax``) when its
+  Python ``__call__`` runs, and by each overload's own built-in, so that calling the
+  operator object directly is seen too.
 
 This is a learning aid, like the rest of the self-check: an answer can still copy the
 library's source into its own cell. An answer that switches the hook off (``sys.setprofile``)
@@ -60,6 +64,8 @@ class Targets:
     codes: dict[types.CodeType, str] = field(default_factory=dict)
     builtins: list[tuple[Any, str]] = field(default_factory=list)
     methods: list[tuple[str, type, str]] = field(default_factory=list)
+    ops: dict[str, str] = field(default_factory=dict)
+    op_calls: set[types.CodeType] = field(default_factory=set)
 
 
 @dataclass
@@ -110,11 +116,39 @@ def _python_codes(obj: Any) -> list[types.CodeType]:
     return codes
 
 
+def _operator_name(obj: Any) -> str | None:
+    """``"aten::_softmax"`` for a PyTorch operator packet or overload, else ``None``."""
+    if type(obj).__module__ != "torch._ops":
+        return None
+    qualified = getattr(obj, "_qualified_op_name", None)  # an OpOverloadPacket
+    if isinstance(qualified, str):
+        return qualified
+    schema = getattr(obj, "_schema", None)  # an OpOverload
+    return getattr(schema, "name", None)
+
+
+def _add_operator(obj: Any, qualified: str, name: str, targets: Targets) -> None:
+    """Watch an operator: its Python ``__call__`` by name, its overloads' built-ins."""
+    targets.ops[qualified] = name
+    operators = sys.modules["torch._ops"]  # imported: obj comes from it
+    for cls in (operators.OpOverloadPacket, operators.OpOverload):
+        targets.op_calls.update(_python_codes(cls.__call__))
+    overloads = [getattr(obj, o) for o in obj.overloads()] if hasattr(obj, "overloads") else []
+    for overload in [obj, *overloads]:
+        builtin = getattr(overload, "_op", None)
+        if builtin is not None and type(builtin) is not type(overload):
+            targets.builtins.append((builtin, name))
+
+
 def resolve(names: Sequence[str]) -> Targets:
     """Turn dotted names into what :func:`forbidden` matches; ``ValueError`` on a bad name."""
     targets = Targets()
     for name in names:
         obj = _lookup(name)
+        qualified = _operator_name(obj)
+        if qualified is not None:
+            _add_operator(obj, qualified, name, targets)
+            continue
         if isinstance(obj, _DESCRIPTORS):
             targets.methods.append((obj.__name__, obj.__objclass__, name))
             continue
@@ -134,7 +168,7 @@ def _builtin_name(arg: Any, targets: Targets) -> str | None:
     if type(arg) is not _BUILTIN:
         return None
     for builtin, name in targets.builtins:
-        if arg == builtin:
+        if arg is builtin or (type(builtin) is _BUILTIN and arg == builtin):
             return name
     owner = getattr(arg, "__self__", None)
     for method, cls, name in targets.methods:
@@ -173,13 +207,15 @@ def forbidden(names: Sequence[str]) -> Iterator[ForbiddenCalls]:
 def watching(targets: Targets) -> Iterator[ForbiddenCalls]:
     """:func:`forbidden` for names already resolved with :func:`resolve`."""
     calls = ForbiddenCalls()
-    if not (targets.codes or targets.builtins or targets.methods):
+    if not (targets.codes or targets.builtins or targets.methods or targets.ops):
         yield calls
         return
 
     def hook(frame: types.FrameType, event: str, arg: Any) -> None:
         if event == "call":
             name = targets.codes.get(frame.f_code)
+            if name is None and frame.f_code in targets.op_calls:
+                name = targets.ops.get(_operator_name(frame.f_locals.get("self")) or "")
             if name is not None:
                 calls.add(name)
         elif event == "c_call":
@@ -208,6 +244,7 @@ def message(calls: ForbiddenCalls) -> str | None:
     if not calls.names:
         return None
     shown = ", ".join(f"`{n}`" for n in calls.names)
+    verb = "is" if len(calls.names) == 1 else "are"
     return (f"this exercise asks you to write it yourself, and your answer called {shown}, "
-            f"which is unavailable here: use numpy (or torch) operations, not the library's "
+            f"which {verb} unavailable here: use numpy (or torch) operations, not the library's "
             f"own version")

@@ -174,6 +174,12 @@ ATTENTION_FORBID = (
     "torch.nn.functional.scaled_dot_product_attention",
     "torch.nn.functional.multi_head_attention_forward",
     "torch.nn.MultiheadAttention",
+    "torch.ops.aten.scaled_dot_product_attention",
+    "torch.ops.aten._scaled_dot_product_attention_math",
+    "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
+    "torch.ops.aten._scaled_dot_product_efficient_attention",
+    "torch.ops.aten._native_multi_head_attention",
+    "torch.ops.aten._masked_softmax",
 )
 
 
