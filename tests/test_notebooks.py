@@ -95,6 +95,19 @@ def test_no_errors_in_stored_outputs(path):
                 )
 
 
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_stderr_in_stored_outputs(path):
+    # A warning stored with the outputs (matplotlib's findfont from a stale shared font cache,
+    # a deprecation) is shown to every reader, and strict nbval fails on a machine that does
+    # not print it: execute with a private, warmed MPLCONFIGDIR (scripts/nbval_alone.sh does).
+    for cell in code_cells(load(path)):
+        for out in cell["outputs"]:
+            assert out.get("name") != "stderr", (
+                f"{path.name}: cell {cell['execution_count']} stored stderr: "
+                f"{''.join(out.get('text', ''))[:120]!r}"
+            )
+
 def test_pytest_does_not_collect_build_copies():
     text = (ROOT / "pyproject.toml").read_text()
     assert 'testpaths = ["tests"]' in text
