@@ -67,7 +67,7 @@ def _step(model: nn.Module, ids: torch.Tensor):
     return step
 
 
-def _timings(context: int, threads: int, repeats: int = 5) -> dict[str, float]:
+def _timings(context: int, threads: int, repeats: int = 9) -> dict[str, float]:
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     batch = CHARS // context
@@ -108,9 +108,10 @@ def run() -> dict[str, str]:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     note = (
         f"Training characters per second (forward, backward, AdamW), {CHARS:,} characters a "
-        f"step, d = {D}, {L} blocks, {H} heads, float32, CPU; medians of 5 interleaved repeats "
+        f"step, d = {D}, {L} blocks, {H} heads, float32, CPU; medians of 9 interleaved repeats "
         f"after 2 warm-up steps, timed by the process's CPU time on one thread and by wall time "
-        f"on two; torch {torch.__version__}, {os.cpu_count()} logical CPUs, "
+        f"on two; OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}; "
+        f"torch {torch.__version__}, {os.cpu_count()} logical CPUs, "
         f"load average {load:.1f} at the end of the run."
     )
     return {"lm": note + "\n\n" + "\n".join(rows)}
