@@ -148,8 +148,10 @@ def _softmax_with_mask(logits: Tensor, mask: Tensor | None) -> Tensor:
     # masked keys get the most negative finite logit (torch.where is cheaper than masked_fill
     # here, forward and backward, and needs no inverted copy of the mask)
     weights = torch.softmax(torch.where(mask, logits, torch.finfo(logits.dtype).min), dim=-1)
-    if not mask.any(dim=-1).all():  # some query has no key left: its row came out uniform
-        weights = weights * mask  # zero it, and its gradient
+    # Some query has no key left, so its row came out uniform: zero it, and its gradient. (This
+    # reads the mask's values: a GPU waits for them; the meta device has none and multiplies.)
+    if mask.is_meta or not mask.any(dim=-1).all():
+        weights = weights * mask
     return weights
 
 
