@@ -11,13 +11,15 @@ learned position table, on batches of about 4,096 characters, float32 on the CPU
   bias=False, activation="gelu")`` with a causal mask (``is_causal=True`` hint).
 
 Contexts 128 and 1,024, one and two torch threads, timed side by side (interleaved) so that a
-busy machine slows all three alike. Run standalone with ``python benchmarks/bench_lm.py``.
+busy machine slows all three alike; one-thread rows by the process's CPU time, two-thread rows
+by wall time. Run standalone with ``python benchmarks/bench_lm.py``.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+import time
 
 import torch
 from _timing import interleaved_times
@@ -65,7 +67,7 @@ def _step(model: nn.Module, ids: torch.Tensor):
     return step
 
 
-def _timings(context: int, threads: int, repeats: int = 5) -> dict[str, float]:
+def _timings(context: int, threads: int, repeats: int = 9) -> dict[str, float]:
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     batch = CHARS // context
@@ -76,7 +78,10 @@ def _timings(context: int, threads: int, repeats: int = 5) -> dict[str, float]:
         "torch.nn": TorchLM(context),
     }
     steps = {name: _step(m, ids) for name, m in models.items()}
-    times = interleaved_times(steps, repeats, warmup=2)
+    # one thread: the process's CPU time, which waiting for a core on a shared machine does not
+    # inflate; two threads: wall time (CPU time would add up both threads' work)
+    clock = time.process_time if threads == 1 else time.perf_counter
+    times = interleaved_times(steps, repeats, warmup=2, clock=clock)
     return {name: batch * context / statistics.median(t) for name, t in times.items()}
 
 
@@ -103,8 +108,10 @@ def run() -> dict[str, str]:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     note = (
         f"Training characters per second (forward, backward, AdamW), {CHARS:,} characters a "
-        f"step, d = {D}, {L} blocks, {H} heads, float32, CPU; medians of 5 interleaved repeats "
-        f"after 2 warm-up steps; torch {torch.__version__}, {os.cpu_count()} logical CPUs, "
+        f"step, d = {D}, {L} blocks, {H} heads, float32, CPU; medians of 9 interleaved repeats "
+        f"after 2 warm-up steps, timed by the process's CPU time on one thread and by wall time "
+        f"on two; OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}; "
+        f"torch {torch.__version__}, {os.cpu_count()} logical CPUs, "
         f"load average {load:.1f} at the end of the run."
     )
     return {"lm": note + "\n\n" + "\n".join(rows)}

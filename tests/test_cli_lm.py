@@ -103,3 +103,32 @@ def test_a_tiny_run_writes_weights_log_and_config(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(argv)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_text_trains_on_another_corpus(tmp_path, capsys):
+    from pathlib import Path
+
+    genesis = Path(__file__).resolve().parent / "data" / "kjv_genesis.txt.xz"
+    out = tmp_path / "kjv"
+    argv = ["train", "--out", str(out), "--text", str(genesis), "--block", "4096",
+            "--width", "16", "--depth", "1", "--heads", "2", "--context", "16", "--steps", "2",
+            "--batch", "2", "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    record = json.loads((out / "config.json").read_text())
+    from attnlab.lm.corpus import read_text
+
+    text = read_text(genesis)
+    assert record["corpus"]["characters"] == len(text) == 196_818
+    assert record["corpus"]["block"] == 4096
+    assert record["corpus"]["vocab"] == "".join(sorted(set(text)))  # no digit, no "[": Genesis
+    assert record["model"]["vocab_size"] == len(record["corpus"]["vocab"]) + 1
+    # Genesis is three blocks of 65,536: no test block at the default size
+    _refused(capsys, ["train", "--out", str(tmp_path / "o"), "--text", str(genesis)],
+             "give a smaller --block")  # fmt: skip
+    _refused(capsys, ["train", "--out", str(tmp_path / "o"), "--text", str(tmp_path / "none")],
+             "cannot be read")  # fmt: skip
+    (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\x00")
+    _refused(capsys, ["train", "--out", str(tmp_path / "o"), "--text", str(tmp_path / "bin.txt")],
+             "not UTF-8")  # fmt: skip
+    _refused(capsys, ["train", "--out", str(tmp_path / "o"), "--block", "0"], "--block")
+    assert not (tmp_path / "o").exists()

@@ -99,3 +99,15 @@ def test_xz_bits_follow_the_formula():
 def test_bad_arguments(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_tuning_scores_every_discount_as_bits_per_char_does():
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, 6, size=3000)
+    model = KneserNey(ids[:2500], 6, 3)
+    grid = (0.1, 0.4, 0.7, 0.95)
+    scores = {d: model.bits_per_char(ids[2500:], d) for d in grid}
+    d, bits = tune_discount(model, ids[2500:], discounts=grid)
+    assert d == min(scores, key=scores.get) and bits == pytest.approx(scores[d], rel=1e-12)
+    with pytest.raises(ValueError, match="discount"):
+        tune_discount(model, ids[2500:], discounts=(0.5, 1.0))

@@ -197,3 +197,21 @@ def test_bad_scale_raises(scale):
         scaled_dot_product_attention(*good(), scale=scale)
     with pytest.raises(ValueError, match="positive finite"):
         ScaledDotProductAttention(scale=scale)
+
+
+def test_a_padding_mask_that_empties_one_item_only_zeroes_that_item():
+    """Rows with keys left take the fast path's exact zeros; the empty item still gets zeros."""
+    q, k, v = random_qkv(8, (3, 2), 4, 6, 5, 3)  # (b, h, n, d)
+    lengths = torch.tensor([6, 0, 2])  # item 1 has no key at all
+    mask = (torch.arange(6) < lengths[:, None])[:, None, None, :]  # (b, 1, 1, s_k)
+    out, w = scaled_dot_product_attention(q, k, v, mask=mask)
+    assert torch.all(out[1] == 0) and torch.all(w[1] == 0)
+    assert torch.all(w[2, ..., 2:] == 0)  # exactly zero, not merely small
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-10)
+    upstream = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), upstream)
+    ref_grads = torch.autograd.grad(ref, (q, k, v), upstream)
+    for a, b in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
+    assert torch.all(grads[0][1] == 0)

@@ -13,6 +13,7 @@ from attnlab.lm.corpus import (
     Corpus,
     load_corpus,
     load_text,
+    read_text,
     split_blocks,
 )
 
@@ -24,5 +25,6 @@ __all__ = [
     "Corpus",
     "load_corpus",
     "load_text",
+    "read_text",
     "split_blocks",
 ]

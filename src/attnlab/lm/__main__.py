@@ -5,13 +5,16 @@ Writes three files into ``--out``: ``model.pt`` (the config and the float32 weig
 ``config.json`` (the model's config, the training options, the corpus, the test bits per
 character of the trained model, and the wall time). Bad arguments end in one line on
 standard error with exit status 2, and an ``--out`` that already holds one of those files is
-refused before anything is trained: nothing is ever overwritten.
+refused before anything is trained: nothing is ever overwritten. ``--text FILE`` trains on
+any UTF-8 text (plain or ``.xz``) instead of the packaged Shakespeare, split by the same
+interleaved rule with blocks of ``--block`` characters.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import math
 import platform
@@ -34,7 +37,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse and check every argument; each problem ends in one line and status 2."""
     parser = OneLineParser(prog=PROG, description="Chapter 11's character-level language model.")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("train", help="train a model on the packaged corpus")
+    p = sub.add_parser("train", help="train a model on the packaged corpus (or --text)")
     p.prog = f"{PROG} train"
     p.error = lambda message: fail(PROG, message)  # one line from the sub-parser too
     p.add_argument("--out", required=True, help="folder for model.pt, log.csv, config.json")
@@ -57,8 +60,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="seed of weights and windows (0)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--text", help="a UTF-8 text file (.xz or plain) instead of Shakespeare")
+    p.add_argument("--block", type=int, default=65_536,
+                   help="characters per block of the interleaved split (65536)")
     args = parser.parse_args(argv)
-    for name in ("width", "depth", "heads", "context", "steps", "batch", "threads"):
+    for name in ("width", "depth", "heads", "context", "steps", "batch", "threads", "block"):
         _positive(f"--{name}", getattr(args, name))
     if args.warmup < 0 or args.eval_every < 0:
         fail(PROG, "--warmup and --eval-every must be >= 0")
@@ -74,12 +80,31 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         fail(PROG, f"rotary positions need an even width/heads, got {args.width // args.heads}")
     if args.positions == "sinusoidal" and args.width % 2:
         fail(PROG, f"sinusoidal positions need an even --width, got {args.width}")
+    args.corpus_text = None if args.text is None else _read_corpus(args)
     out = out_folder(PROG, args.out)
     taken = [name for name in RESULT_FILES if (out / name).exists()]
     if taken:
         fail(PROG, f"--out {out} already holds {', '.join(taken)}: refusing to overwrite")
     args.out = out
     return args
+
+
+def _read_corpus(args: argparse.Namespace) -> str:
+    """``--text``'s content, refused in one line if unreadable or too short to split."""
+    from attnlab.lm.corpus import PERIOD, read_text, split_blocks
+
+    try:
+        text = read_text(args.text)
+    except (OSError, ValueError) as err:
+        fail(PROG, f"--text {args.text!r} cannot be read: {err}")
+    parts = split_blocks(text, block=args.block)
+    if len(parts["test"]) < 2 or len(parts["train"]) <= args.context:
+        fail(
+            PROG,
+            f"--text has {len(text):,} characters: too few for a test block with --block "
+            f"{args.block} ({PERIOD} blocks make one period); give a smaller --block",
+        )
+    return text
 
 
 def train_command(args: argparse.Namespace) -> dict:
@@ -91,7 +116,8 @@ def train_command(args: argparse.Namespace) -> dict:
     from attnlab.lm.training import bits_per_char, train_lm
 
     torch.set_num_threads(args.threads)
-    corpus = load_corpus()
+    text = getattr(args, "corpus_text", None)
+    corpus = load_corpus(text, block=args.block)
     config = LMConfig(
         vocab_size=corpus.vocab.size, d=args.width, layers=args.depth, heads=args.heads,
         context=args.context, positions=args.positions, norm=args.norm, mlp=args.mlp,
@@ -124,7 +150,12 @@ def train_command(args: argparse.Namespace) -> dict:
             k: getattr(args, k)
             for k in ("steps", "batch", "lr", "warmup", "eval_every", "seed", "threads")
         },
-        "corpus": {"name": "shakespeare", **SOURCE, "vocab": corpus.vocab.chars},
+        "corpus": (
+            {"name": "shakespeare", **SOURCE}
+            if text is None
+            else {"name": str(args.text), "characters": len(text),
+                  "text_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+        ) | {"block": args.block, "vocab": corpus.vocab.chars},
         "results": results,
         "machine": {"python": platform.python_version(), "torch": torch.__version__,
                     "processor": platform.machine()},

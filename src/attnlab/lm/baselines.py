@@ -130,9 +130,13 @@ class KneserNey:
             )
         return ids.astype(np.int64)
 
-    def _prob(self, context: np.ndarray, w: np.ndarray, discount: float) -> np.ndarray:
-        """``p(w | context)`` for rows of ``context (M, n - 1)`` and ids ``w (M,)``."""
-        p = np.full(len(w), 1.0 / self.vocab_size)
+    def _counts(self, context: np.ndarray, w: np.ndarray) -> list[tuple[np.ndarray, ...]]:
+        """Per order ``k = 1 … n``: ``c_k(h)``, ``T_k(h)`` and ``c_k(hw)`` of each row.
+
+        These look-ups do not depend on the discount, so :func:`tune_discount` makes them once
+        and tries every discount on them.
+        """
+        out = []
         for k in range(1, self.order + 1):
             t = self.tables[k - 1]
             h = np.zeros(len(w), dtype=np.int64)
@@ -141,12 +145,23 @@ class KneserNey:
             total = _lookup(t["ctx"], t["total"], h).astype(np.float64)
             types = _lookup(t["ctx"], t["types"], h)
             count = _lookup(t["codes"], t["counts"], h * self.base + w)
+            out.append((total, types, count))
+        return out
+
+    def _mix(self, counts: list[tuple[np.ndarray, ...]], discount: float) -> np.ndarray:
+        """The interpolation of the class docstring on the look-ups of :meth:`_counts`."""
+        p = np.full(len(counts[0][0]), 1.0 / self.vocab_size)
+        for total, types, count in counts:
             seen = total > 0
             mixed = (np.maximum(count - discount, 0) + discount * types * p) / np.where(
                 seen, total, 1.0
             )
             p = np.where(seen, mixed, p)
         return p
+
+    def _prob(self, context: np.ndarray, w: np.ndarray, discount: float) -> np.ndarray:
+        """``p(w | context)`` for rows of ``context (M, n - 1)`` and ids ``w (M,)``."""
+        return self._mix(self._counts(context, w), discount)
 
     def _contexts(self, ids: np.ndarray) -> np.ndarray:
         """``(N, n - 1)``: row ``t`` holds the ``n - 1`` ids before ``ids[t]`` (padded)."""
@@ -207,7 +222,12 @@ def tune_discount(model: KneserNey, valid: np.ndarray, discounts=DISCOUNTS) -> t
     -------
     (discount, bits_per_char) : tuple of float
     """
-    scores = [(model.bits_per_char(valid, d), d) for d in discounts]
+    valid = model._check_ids(valid, "valid")
+    counts = model._counts(model._contexts(valid)[1:], valid[1:])  # once for all discounts
+    scores = []
+    for d in discounts:
+        d = model._check_discount(d)
+        scores.append((float(-np.log2(model._mix(counts, d)).mean()), d))
     best, d = min(scores)
     return d, best
 

@@ -3,6 +3,7 @@
 :func:`load_text` reads the works of Shakespeare shipped inside ``attnlab`` (42 works,
 5,057,321 characters, xz-compressed package data; provenance, licence and the command that
 regenerates the file are on the book's *Corpus* page and in ``scripts/make_corpus.py``).
+:func:`read_text` reads any other UTF-8 text file (``.xz`` or plain) for :func:`load_corpus`.
 :func:`split_blocks` cuts any text into interleaved contiguous blocks of ``65,536``
 characters: block ``i`` goes to validation if ``i mod 20 == 18``, to test if
 ``i mod 20 == 19`` and to training otherwise, so no window of fewer than 65,536 characters
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import lzma
+import os
 from dataclasses import dataclass
 from importlib import resources
 
@@ -36,6 +38,7 @@ __all__ = [
     "CharVocab",
     "Corpus",
     "load_text",
+    "read_text",
     "split_blocks",
     "load_corpus",
 ]
@@ -102,6 +105,59 @@ def load_text(name: str = "shakespeare", *, verify: bool = False) -> str:
             f"expected {SHAKESPEARE_SHA256}: regenerate it with scripts/make_corpus.py"
         )
     return lzma.decompress(data).decode("utf-8")
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """Any UTF-8 text file as one string, for :func:`load_corpus`; ``.xz`` files are unpacked.
+
+    Line ends are made ``\\n`` (``\\r\\n`` and a lone ``\\r`` both become ``\\n``), so a text
+    saved on Windows gives the same ids as on Linux.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A text file; a name ending in ``.xz`` is read through ``lzma``.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    TypeError
+        If ``path`` is not a str or path.
+    ValueError
+        If the file is not UTF-8 or not valid xz, or holds no text.
+    FileNotFoundError
+        If there is no such file.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from attnlab.lm.corpus import read_text
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "a.txt").write_bytes(b"to be\\r\\nor not\\r\\n")
+    >>> read_text(folder / "a.txt")
+    'to be\\nor not\\n'
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or a path, got {type(path).__name__}")
+    name = os.fspath(path)
+    with open(name, "rb") as f:
+        data = f.read()
+    if str(name).endswith(".xz"):
+        try:
+            data = lzma.decompress(data)
+        except lzma.LZMAError as err:
+            raise ValueError(f"path {name!r} ends in .xz but is not valid xz: {err}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"path {name!r} is not UTF-8 text: {err}") from None
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if not text:
+        raise ValueError(f"path {name!r} holds no text")
+    return text
 
 
 def split_blocks(

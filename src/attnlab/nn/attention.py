@@ -86,7 +86,11 @@ def masked_softmax(logits: Tensor, mask: Tensor | None) -> Tensor:
     Masked keys (``False``) get weight exactly 0, and a query whose keys are all masked gets a
     row of zeros instead of NaN. The most negative finite number, not ``-inf``, is written into
     the masked logits: softmax of an all ``-inf`` row would be 0/0 = NaN in the forward and the
-    backward pass; multiplying by the mask then zeroes that row exactly and cuts its gradient.
+    backward pass. In a row with at least one key left, ``exp`` of that number minus the row's
+    maximum is exactly 0; a row with no key left would come out uniform, so when the mask has
+    such a row the weights are multiplied by the mask, which zeroes the row and cuts its
+    gradient. (A causal mask has none, and skips that multiplication: one pass over the
+    ``(..., s_q, s_k)`` weights fewer, forward and backward.)
 
     Parameters
     ----------
@@ -141,8 +145,14 @@ def _softmax_with_mask(logits: Tensor, mask: Tensor | None) -> Tensor:
     if mask is None:
         return torch.softmax(logits, dim=-1)
     _check_mask(mask, logits.shape)
-    logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
-    return torch.softmax(logits, dim=-1) * mask
+    # masked keys get the most negative finite logit (torch.where is cheaper than masked_fill
+    # here, forward and backward, and needs no inverted copy of the mask)
+    weights = torch.softmax(torch.where(mask, logits, torch.finfo(logits.dtype).min), dim=-1)
+    # Some query has no key left, so its row came out uniform: zero it, and its gradient. (This
+    # reads the mask's values: a GPU waits for them; the meta device has none and multiplies.)
+    if mask.is_meta or not mask.any(dim=-1).all():
+        weights = weights * mask
+    return weights
 
 
 def scaled_dot_product_attention(
