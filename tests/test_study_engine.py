@@ -179,8 +179,11 @@ def test_the_command_runs_a_grid_on_a_given_scheduler(tmp_path, monkeypatch, cap
     from distributed import LocalCluster
 
     monkeypatch.setattr("attnlab.study.__main__.grid", lambda name: [_tiny(0), _tiny(1)])
-    with LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1",
-                      dashboard_address=None) as cluster:  # fmt: skip
+    # No dashboard, and its HTTP server (which the scheduler starts anyway) on a free port
+    # instead of 8787: tests in parallel, and the grid's own cluster, may hold that one.
+    free_port = {"dashboard_address": "127.0.0.1:0"}
+    with LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1", dashboard_address=None,
+                      scheduler_kwargs=free_port) as cluster:  # fmt: skip
         address = cluster.scheduler_address
         main(["--grid", "reduced", "--out", str(tmp_path), "--scheduler", address,
               "--timing-rounds", "0"])  # fmt: skip
