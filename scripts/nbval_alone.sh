@@ -27,6 +27,11 @@ case "$work/" in "$root"/*) echo "nbval_alone: $work is inside the repository"; 
 
 fail() { echo "nbval_alone: $1 (files kept in $work)"; exit 1; }
 
+# How many at once: NBVAL_JOBS, else the cores this process may use (attnlab._cli), at most 2.
+# The chapters that train set torch to one thread themselves; the others compute little.
+jobs=${NBVAL_JOBS:-$("$py" -c 'from attnlab._cli import usable_cores; print(min(2, usable_cores()))' 2>/dev/null || echo 1)}
+case "$jobs" in ''|*[!0-9]*|0) fail "NBVAL_JOBS must be a positive integer, got '$jobs'" ;; esac
+
 SECONDS=0
 set -o pipefail
 "$py" "$root/scripts/wheel_env.py" "$work/env" 2>&1 | grep -v "is ignored: it is neither" \
@@ -58,16 +63,13 @@ for nb in "${notebooks[@]}"; do
   names+=("$name")
 done
 
-# How many at once: NBVAL_JOBS, else the cores this process may use (attnlab._cli), at most 2.
-# The chapters that train set torch to one thread themselves; the others compute little.
-jobs=${NBVAL_JOBS:-$("$py" -c 'from attnlab._cli import usable_cores; print(min(2, usable_cores()))' 2>/dev/null || echo 1)}
-case "$jobs" in ''|*[!0-9]*|0) fail "NBVAL_JOBS must be a positive integer, got '$jobs'" ;; esac
-
-# The longest first (seconds measured alone on 2 cores; a notebook not listed goes first, as
-# it may be long), so that two at a time do not end on one long notebook alone.
-order="11_language_model 10_gam_study 07_luong_attention 06_attention_heads_on_images
-09_positions 08_generalized_attention 05_multi_head_attention A1_linear_memory
-04_scaled_attention 03_self_attention 02_dot_product_attention 01_local_context"
+# The longest first, so that the last notebook to end does not run alone for long: the order
+# of their times in strict nbval, two at a time on 2 cores at load 13 (seconds: 11 342, 10 126,
+# 07 90, 04 41, 01 40, 05 34, 06 32, 08 30, 02 26, 03 26, A1 24, 09 22). A notebook not listed
+# (a new chapter) goes first, as it may be long.
+order="11_language_model 10_gam_study 07_luong_attention 04_scaled_attention 01_local_context
+05_multi_head_attention 06_attention_heads_on_images 08_generalized_attention
+02_dot_product_attention 03_self_attention A1_linear_memory 09_positions"
 queue=()
 for name in "${names[@]}"; do
   case " $(echo $order) " in *" $name "*) ;; *) queue+=("$name") ;; esac
