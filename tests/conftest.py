@@ -124,6 +124,7 @@ def _work_unit(module: str, root: str) -> str | None:
     return module if _SHARED_FIXTURE.search(text) else None
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest without pytest-xdist runs these tests too
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup`` with the work units above: every other test is a unit of its own
     (as under ``--dist load``), given to whichever worker is free; the largest units first.
