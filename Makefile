@@ -105,20 +105,34 @@ lint: setup
 	@echo "==> [1/6] ruff check (package, tests, notebooks, benchmarks)"
 	@SECONDS=0; $(BIN)/ruff check src tests notebooks benchmarks || { echo "make test: FAILED at lint"; exit 1; }; echo "    lint took $${SECONDS}s"
 
+# The unit tests run in UNIT_JOBS pytest-xdist workers (default: the cores this process may
+# use, at most 4; 1 runs them in one process). --dist loadgroup: tests/conftest.py keeps the
+# tests of the grader's sandbox on one worker (never two graders at once) and each module with
+# a module-scoped fixture on one worker (built once, as in one process).
+UNIT_JOBS ?=
 unit: setup
-	@echo "==> [2/6] unit tests (pytest tests/)"
+	@echo "==> [2/6] unit tests (pytest tests/, in parallel)"
 	@bash scripts/ensure_sandbox.sh; rc=$$?; \
 	  if [ $$rc -eq 1 ]; then echo "make test: FAILED at unit tests (no grading sandbox)"; exit 1; fi
-	@SECONDS=0; $(BIN)/pytest tests/ -q --ignore=tests/test_offline.py --ignore=tests/wheel || { echo "make test: FAILED at unit tests"; exit 1; }; echo "    unit tests took $${SECONDS}s"
+	@SECONDS=0; n="$(UNIT_JOBS)"; \
+	  [ -n "$$n" ] || n=$$($(PY) -c 'from attnlab._cli import usable_cores; print(min(4, usable_cores()))'); \
+	  case "$$n" in ''|*[!0-9]*|0) echo "UNIT_JOBS must be a positive integer, got '$$n'"; exit 1 ;; esac; \
+	  if [ "$$n" -eq 1 ]; then n=0; fi; \
+	  $(BIN)/pytest tests/ -q -n $$n --dist loadgroup --durations=10 \
+	    --ignore=tests/test_offline.py --ignore=tests/wheel || { echo "make test: FAILED at unit tests"; exit 1; }; \
+	  echo "    unit tests took $${SECONDS}s ($$n worker(s); 0: one process)"
 
 # Every chapter alone, from the wheel: build attnlab's wheel, install it with [book,course] into
 # a fresh venv outside the repository (from the wheelhouse _build/wheels of the pinned versions,
 # filled from the index once), run tests/wheel against it, then strict nbval on each notebook
 # copied alone into an empty folder, with that venv's kernel (scripts/nbval_alone.sh).
+# NBVAL_JOBS notebooks at a time (default: the usable cores, at most 2), each in its own process.
 # `make nbval NB=notebooks/NN_topic.ipynb` checks one notebook that way.
+NBVAL_JOBS ?=
 nbval: setup
 	@echo "==> [3/6] the wheel in a fresh venv, then strict nbval on every notebook alone"
-	@SECONDS=0; ATTNLAB_PIP_INDEX="$(PIP_INDEX)" bash scripts/nbval_alone.sh $(PY) $(NB) || \
+	@SECONDS=0; ATTNLAB_PIP_INDEX="$(PIP_INDEX)" NBVAL_JOBS="$(NBVAL_JOBS)" \
+	  bash scripts/nbval_alone.sh $(PY) $(NB) || \
 	  { echo "make test: FAILED at nbval"; exit 1; }; echo "    nbval stage took $${SECONDS}s"
 
 # Without TeX Live and no way to install it (not root, CI unset), the stage is skipped loudly and

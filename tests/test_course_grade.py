@@ -23,29 +23,20 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook
+from _grading import COURSEWORK, NAME, SOFTMAX, count_reached, require_sandbox
+from _grading import notebook as _notebook
 
 from attnlab.course import sandbox
 from attnlab.course.sandbox import user_processes
 from attnlab.grade import COLUMNS, grade, main
 
-FIXTURES = Path(__file__).parent / "fixtures"
-COURSEWORK = FIXTURES / "coursework"
-NAME = "softmax_hw.ipynb"
-TIMEOUT = 20.0
-HEADER = "import hw_checks  # noqa: F401\nimport numpy as np\n\nfrom attnlab.exercises import check"
-SOFTMAX = (
-    "def stable_softmax(x):\n"
-    "    z = np.exp(x - x.max(axis=-1, keepdims=True))\n"
-    "    return z / z.sum(axis=-1, keepdims=True)"
-)
+# Seconds per notebook. No notebook here runs into it (the spinner's exercise has its own
+# second), so it only bounds a notebook that runs slowly: 20 s once failed the herd's cell on
+# a machine loaded well past its two cores (make test runs the unit tests in parallel).
+TIMEOUT = 60.0
 ENTROPY = "uniform_entropy = float(np.log(4))"
 CHECK_1 = 'assert check("99.1", stable_softmax)'
 CHECK_2 = 'assert check("99.2", uniform_entropy)'
-
-
-def _notebook(*sources: str) -> nbformat.NotebookNode:
-    return new_notebook(cells=[new_code_cell(s) for s in (HEADER, *sources)])
 
 
 def _honest() -> nbformat.NotebookNode:
@@ -79,28 +70,23 @@ MUTATOR = (
 
 def _saboteur(victim: Path) -> str:
     host_marker = victim.parent.parent / "escape-marker"
+    reached = count_reached(
+        ["open(victim).read()", "open(victim, 'a').write('x')",
+         "os.listdir(os.path.dirname(os.path.dirname(victim)))",
+         f"open({str(host_marker)!r}, 'w').write('x')",
+         "socket.create_connection(('1.1.1.1', 53), timeout=2)",
+         "socket.create_connection(('127.0.0.1', 22), timeout=2)"],
+        ["/home", "/tmp", "/root", "/srv", "/mnt", "/var/tmp"],
+    )  # fmt: skip
     return f"""
 import os, socket
-found = 0
 victim = {str(victim)!r}
-for attempt in (lambda: open(victim).read(), lambda: open(victim, 'a').write('x'),
-                lambda: os.listdir(os.path.dirname(os.path.dirname(victim))),
-                lambda: open({str(host_marker)!r}, 'w').write('x'),
-                lambda: socket.create_connection(('1.1.1.1', 53), timeout=2),
-                lambda: socket.create_connection(('127.0.0.1', 22), timeout=2)):
-    try:
-        attempt()
-        found += 1
-    except Exception:
-        pass
+{reached}
 for harmless in ('/tmp/attnlab-escape-marker', '../escape-marker'):  # its own tmpfs
     try:
         open(harmless, 'w').write('x')
     except OSError:
         pass
-for root in ('/home', '/tmp', '/root', '/srv', '/mnt', '/var/tmp'):
-    for folder, _, files in os.walk(root):
-        found += sum(f == {NAME!r} for f in files)
 uniform_entropy = float(np.log(4)) + found
 """
 
@@ -224,15 +210,6 @@ CLASS = {
     "caf\udce9": (_honest(), PASSES),
     '=2+3*HYPERLINK("http:x")': (_honest(), {"99.1": (True, ""), "99.2": (True, "")}),
 }
-
-
-def require_sandbox() -> None:
-    """Skip (fail under CI=true) when this machine cannot run the grader's sandbox."""
-    ok, why = sandbox.availability()
-    if not ok:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"no grading sandbox under CI: {why}")
-        pytest.skip(f"no grading sandbox here ({why}); run scripts/ensure_sandbox.sh as root")
 
 
 def _sandbox_uids() -> list[int]:

@@ -24,39 +24,26 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook
+from _grading import COURSEWORK, NAME, SOFTMAX, count_reached
+from _grading import notebook as _notebook
 
 from attnlab.course import sandbox
 
-COURSEWORK = Path(__file__).parent / "fixtures" / "coursework"
-NAME = "softmax_hw.ipynb"
-HEADER = "import hw_checks  # noqa: F401\nimport numpy as np\n\nfrom attnlab.exercises import check"
-SOFTMAX = (
-    "def stable_softmax(x):\n"
-    "    z = np.exp(x - x.max(axis=-1, keepdims=True))\n"
-    "    return z / z.sum(axis=-1, keepdims=True)"
-)
 MARKER = "7771"  # a detached `sleep 7771` left by the spy must not outlive the grading
 
 
 def _spy(victim: Path, outside: Path) -> str:
+    reached = count_reached(
+        [f"open({str(victim)!r}).read()", f"os.listdir({str(victim.parent.parent)!r})",
+         f"open({str(outside)!r}, 'w').write('x')",
+         "open('/home/student/submitted/escape', 'w').write('x')",
+         "socket.create_connection(('1.1.1.1', 53), timeout=2)",
+         "socket.create_connection(('127.0.0.1', 22), timeout=2)"],
+        ["/home", "/tmp", "/srv", "/mnt", "/var/tmp"],
+    )  # fmt: skip
     return f"""
 import os, socket, subprocess
-found = 0
-for attempt in (lambda: open({str(victim)!r}).read(),
-                lambda: os.listdir({str(victim.parent.parent)!r}),
-                lambda: open({str(outside)!r}, 'w').write('x'),
-                lambda: open('/home/student/submitted/escape', 'w').write('x'),
-                lambda: socket.create_connection(('1.1.1.1', 53), timeout=2),
-                lambda: socket.create_connection(('127.0.0.1', 22), timeout=2)):
-    try:
-        attempt()
-        found += 1
-    except Exception:
-        pass
-for root in ('/home', '/tmp', '/srv', '/mnt', '/var/tmp'):
-    for folder, _, files in os.walk(root):
-        found += sum(f == {NAME!r} for f in files)
+{reached}
 subprocess.Popen(['sleep', {MARKER!r}], start_new_session=True)
 if os.fork() == 0:
     os.setsid()
@@ -65,10 +52,6 @@ if os.fork() == 0:
     os._exit(0)
 uniform_entropy = float(np.log(4)) + found
 """
-
-
-def _notebook(*sources: str) -> nbformat.NotebookNode:
-    return new_notebook(cells=[new_code_cell(s) for s in (HEADER, *sources)])
 
 
 def _unprivileged() -> list[str]:

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 import pytest
+from _grading import require_sandbox
 
 from attnlab.assign import assign
-from attnlab.course.sandbox import availability
 from attnlab.exercises import ExerciseFailure, check, register
 from attnlab.grade import COLUMNS, Submission, grade, grade_notebook, main
 
@@ -81,15 +81,6 @@ EXPECTED = {
         "completed; errors in code cells 3, 4, 5",  # failed check, stub's raise, NameError
     ),
 }
-
-
-def require_sandbox() -> None:
-    """Skip (fail under CI=true) when this machine cannot run the grader's sandbox."""
-    ok, why = availability()
-    if not ok:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"no grading sandbox under CI: {why}")
-        pytest.skip(f"no grading sandbox here ({why}); run scripts/ensure_sandbox.sh as root")
 
 
 @pytest.fixture(scope="module")

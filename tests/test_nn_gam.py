@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from _autograd import saved_bytes
 from _benchmarks import load_benchmark
 from torch import nn
 from torch.func import functional_call
@@ -516,19 +517,6 @@ def test_recompute_must_be_a_bool():
         GeneralizedAttention(8, 2, recompute="yes")
 
 
-def _saved_bytes(step) -> int:
-    """Bytes of the distinct tensors autograd keeps for the backward pass of ``step()``."""
-    storages: dict[int, int] = {}
-
-    def pack(t):
-        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        step()
-    return sum(storages.values())
-
-
 def test_fused_path_keeps_o_n_for_the_backward_pass_the_explicit_one_o_n_squared():
     """What the backward pass keeps: linear in n on the fused path, quadratic on the explicit."""
     torch.manual_seed(19)
@@ -536,8 +524,8 @@ def test_fused_path_keeps_o_n_for_the_backward_pass_the_explicit_one_o_n_squared
     kept = {}
     for n in (128, 256):
         y = torch.randn(1, n, 8, requires_grad=True)
-        kept["fused", n] = _saved_bytes(lambda y=y: gam(y))
-        kept["explicit", n] = _saved_bytes(lambda y=y: gam(y, need_weights=True))
+        kept["fused", n] = saved_bytes(lambda y=y: gam(y))
+        kept["explicit", n] = saved_bytes(lambda y=y: gam(y, need_weights=True))
     assert kept["fused", 256] / kept["fused", 128] < 2.2  # n doubles, memory doubles
     assert kept["explicit", 256] / kept["explicit", 128] > 3.5  # n doubles, memory × 4
     assert kept["fused", 256] < kept["explicit", 256] / 4
@@ -554,7 +542,7 @@ def test_fused_path_keeps_two_feature_rows_per_brain_and_token(f, degree):
     kept = {}
     for n in (64, 128):
         y = torch.randn(1, n, d, requires_grad=True)
-        kept[n] = _saved_bytes(lambda y=y: gam(y))
+        kept[n] = saved_bytes(lambda y=y: gam(y))
     per_token = (kept[128] - kept[64]) / 64 / 4  # float32 numbers per token
     width = (degree or 1) * d  # L·d
     assert 2 * h * n_b * width <= per_token <= 2 * h * n_b * width + 6 * width
@@ -725,8 +713,8 @@ def test_tiled_path_keeps_each_brains_narrow_output_not_its_queries():
     kept = {}
     for n in (64, 128, 256):
         y = torch.randn(1, n, d, requires_grad=True)
-        kept["tiled", n] = _saved_bytes(lambda y=y: tiled(y))
-        kept["fused", n] = _saved_bytes(lambda y=y: fused(y))
+        kept["tiled", n] = saved_bytes(lambda y=y: tiled(y))
+        kept["fused", n] = saved_bytes(lambda y=y: fused(y))
     per_token = (kept["tiled", 256] - kept["tiled", 128]) / 128 / 4  # float32 numbers per token
     brains = h * n_b * (d // h + 1)  # output and log-sum-exp of every brain
     assert brains <= per_token <= brains + 6 * d

@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from _autograd import saved_bytes
 from torch.overrides import TorchFunctionMode
 
 import attnlab.nn as ann
@@ -161,19 +162,6 @@ def test_lower_precisions_are_close_to_float64(dtype):
     torch.testing.assert_close(got.double(), ref, rtol=tol, atol=tol)
 
 
-def _saved_bytes(step) -> int:
-    """Bytes of the distinct storages autograd keeps for the backward pass of ``step()``."""
-    storages: dict[int, int] = {}
-
-    def pack(t):
-        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        step()
-    return sum(storages.values())
-
-
 def test_what_the_backward_pass_keeps_is_q_k_v_out_and_the_log_sum_exp():
     """Exactly the inputs, the output and one log-sum-exp per query: linear in n."""
     batch, d_k, d_v = 2, 8, 4
@@ -181,8 +169,8 @@ def test_what_the_backward_pass_keeps_is_q_k_v_out_and_the_log_sum_exp():
     tiled = {"is_causal": True, "q_tile": 32, "k_tile": 32}
     for n in (128, 256, 512):
         q, k, v = _qkv((batch,), s_q=n, s_k=n, d_k=d_k, d_v=d_v, dtype=torch.float32)
-        kept[n] = _saved_bytes(lambda q=q, k=k, v=v: tiled_attention(q, k, v, **tiled))
-        explicit[n] = _saved_bytes(lambda q=q, k=k, v=v: ann.scaled_dot_product_attention(q, k, v))
+        kept[n] = saved_bytes(lambda q=q, k=k, v=v: tiled_attention(q, k, v, **tiled))
+        explicit[n] = saved_bytes(lambda q=q, k=k, v=v: ann.scaled_dot_product_attention(q, k, v))
         numbers = batch * n * (2 * d_k + d_v + d_v + 1)  # q, k, v, out, log-sum-exp
         assert kept[n] == 4 * numbers
     assert kept[512] / kept[128] == 4.0  # n × 4: memory × 4
@@ -220,7 +208,7 @@ def test_no_tensor_as_large_as_the_weights_is_ever_made():
 def test_under_no_grad_it_keeps_nothing_and_gives_the_same_output():
     q, k, v = _qkv((2,), s_q=9, s_k=9)
     with torch.no_grad():
-        assert _saved_bytes(lambda: tiled_attention(q, k, v, q_tile=4, k_tile=4)) == 0
+        assert saved_bytes(lambda: tiled_attention(q, k, v, q_tile=4, k_tile=4)) == 0
         out = tiled_attention(q, k, v, q_tile=4, k_tile=4)
     assert not out.requires_grad
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v).detach())

@@ -11,6 +11,7 @@ decimal number by hand.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import math
 import re
@@ -46,8 +47,15 @@ def glued() -> dict[str, str]:
 
 
 def _rows() -> list[dict[str, str]]:
+    return list(_read_csv(CSV.stat().st_mtime_ns))
+
+
+@functools.cache
+def _read_csv(stamp: int) -> tuple[dict[str, str], ...]:
+    """The CSV's rows, read once per version of the file (``expected`` asks for them in loops
+    over the groups: reading the file each time made this module take over a minute)."""
     with CSV.open(newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
+        return tuple(csv.DictReader(handle))
 
 
 def _group(key: str) -> list[dict[str, str]]:
