@@ -192,16 +192,19 @@ def _redraw_shared(model: CharTransformer, seed: int) -> None:
     """Draw every parameter outside the attention modules from its own seeded generator.
 
     Each 2-D parameter ``name`` gets chapter 11's initialisation (normal, std 0.02; the MLP's
-    output divided by ``sqrt(2L)``) from ``torch.Generator().manual_seed(seed · 2³² +
-    crc32(name))``, so that a seed gives the same shared parts whatever the attention and
-    whatever the other parameters drew. Norm gains stay at one.
+    output divided by ``sqrt(2L)``) from ``torch.Generator().manual_seed((crc32(name) +
+    seed · 2654435761) mod 2³²)``, so that a seed gives the same shared parts whatever the
+    attention and whatever the other parameters drew. (Modulo 2³² because PyTorch's CPU
+    generator keeps only the low 32 bits of a seed: ``seed · 2³² + crc32(name)`` would give
+    every seed the same draws.) Norm gains stay at one.
     """
     layers = model.config.layers
     with torch.no_grad():
         for name, p in model.named_parameters():
             if ".attn." in name or p.dim() != 2:
                 continue
-            generator = torch.Generator().manual_seed(seed * 2**32 + zlib.crc32(name.encode()))
+            mixed = (zlib.crc32(name.encode()) + seed * 2654435761) % 2**32
+            generator = torch.Generator().manual_seed(mixed)
             std = 0.02 / (math.sqrt(2 * layers) if name.endswith("mlp.down.weight") else 1.0)
             p.copy_(torch.randn(p.shape, generator=generator) * std)
 
