@@ -66,12 +66,12 @@ def _tiny_model(slot: str, seed: int = 0, path: str = GAM_PATH, context: int = 1
 def test_every_slot_is_causal(slot):
     """Changing the token at t changes no output before t (and does change t's)."""
     paths = ("fused", "explicit") if slot_path(slot) != "-" else ("fused",)
+    models = {path: _tiny_model(slot, path=path).eval() for path in paths}
     x = torch.randint(0, 20, (3, 12), generator=torch.Generator().manual_seed(1))
     for t in (0, 5, 11):
         y = x.clone()
         y[:, t] = (y[:, t] + 1) % 20
-        for path in paths:
-            model = _tiny_model(slot, path=path).eval()
+        for path, model in models.items():
             with torch.no_grad():
                 a, b = model(x), model(y)
             assert torch.equal(a[:, :t], b[:, :t]), (slot, path, t)
@@ -114,7 +114,9 @@ def test_a_seed_gives_the_same_batches_in_every_configuration(monkeypatch):
     for current in ("sdpa-learned", "gamrel-c1"):
         run_lm(LMRunConfig(current, 2, steps=4, **TINY))
     assert len(seen["sdpa-learned"]) == 4
-    assert all(torch.equal(a, b) for a, b in zip(seen["sdpa-learned"], seen["gamrel-c1"]))
+    assert all(
+        torch.equal(a, b) for a, b in zip(seen["sdpa-learned"], seen["gamrel-c1"], strict=True)
+    )
 
 
 def test_learned_c1_starts_as_the_fixed_one_and_learns():
@@ -123,7 +125,7 @@ def test_learned_c1_starts_as_the_fixed_one_and_learns():
     with torch.no_grad():
         assert torch.allclose(fixed(x), learned(x), atol=1e-6)
     inner = learned.blocks[0].attn.inner
-    assert float(inner.c1) == pytest.approx(0.5)
+    assert inner.c1.item() == pytest.approx(0.5)
     learned(x).sum().backward()
     assert inner.c1_logit.grad is not None and inner.c1_logit.grad != 0
 
@@ -233,7 +235,7 @@ def _rows(scores: dict[tuple[str, float], float]) -> list[dict[str, str]]:
 
 def test_rates_by_the_stated_rule_with_one_rate_beyond_a_winning_end():
     scores = {}
-    for slot, best in zip(REPRESENTATIVES.values(), (1e-3, 3e-3, 1e-2, 3e-3)):
+    for slot, best in zip(REPRESENTATIVES.values(), (1e-3, 3e-3, 1e-2, 3e-3), strict=True):
         for lr in PILOT_LRS:
             scores[(slot, lr)] = 2.0 + abs(math.log10(lr / best))
     rows = _rows(scores)
@@ -305,7 +307,7 @@ def test_tiny_grid_in_process_and_on_dask_give_the_same_rows(tmp_path, bounded_i
             runner=functools.partial(run_lm, device="cpu"), in_flight=4, layout=LANGUAGE_LAYOUT,
         )  # fmt: skip
     assert len(here) == len(there) == 4
-    for a, b in zip(here, there):
+    for a, b in zip(here, there, strict=True):
         assert {k: v for k, v in a.items() if k not in TIMING} == {
             k: v for k, v in b.items() if k not in TIMING
         }

@@ -49,7 +49,7 @@ SEEDS = (0, 1, 2)
 MAIN_SLOTS = tuple(LM_SLOTS)
 #: Named before the grid ran: the slots dropped first, in this order, if the main grid does
 #: not fit its budget (``language_plan.md``): ``gam-poly-b2``, the most expensive slot (about a
-#: sixth of the grid), whose question (do two brains help?) ``gam-p2-b2`` asks too; then
+#: fifth of the grid), whose question (do two brains help?) ``gam-p2-b2`` asks too; then
 #: ``gam-p1``, which computes Luong's function class (chapter 10's sanity pair).
 DROP_ORDER = ("gam-poly-b2", "gam-p1")
 #: Sizes of the tests' tiny grid (seconds per run).

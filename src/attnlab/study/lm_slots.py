@@ -22,9 +22,9 @@ positions) whose attention modules are swapped for one of :data:`LM_SLOTS`:
 
 :class:`CausalSlot` gives each module the causal mask (``True`` where ``j <= i``). The GAM
 modules run one pinned path, :data:`GAM_PATH` (``"fused"``: the modules' default,
-``need_weights=False``, one ``scaled_dot_product_attention`` call per brain; it was as fast
-as the explicit path or faster at this shape on one CPU thread, see ``language_plan.md``),
-recorded per row of the CSV.
+``need_weights=False``, one ``scaled_dot_product_attention`` call per brain; not slower
+than the explicit path in an interleaved measurement at this shape on one CPU thread, see
+``language_plan.md``), recorded per row of the CSV.
 """
 
 from __future__ import annotations
