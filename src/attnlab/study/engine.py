@@ -49,6 +49,13 @@ FAILURES_NAME = "failures.csv"
 FAILURE_COLUMNS = CONFIG_COLUMNS + ("error", "message", "when")
 #: Worker deaths a task may see before Dask gives up on it (``KilledWorker`` on the third).
 ALLOWED_FAILURES = 2
+#: The environment a local cluster's nanny gives each worker process before it starts: one
+#: thread for OpenMP, MKL and OpenBLAS, as Dask's default, but *without* Dask's default
+#: ``MALLOC_TRIM_THRESHOLD_=65536``, which makes glibc hand freed memory back to the system at
+#: once; a training step then page-faults its buffers in again every time, and one step of the
+#: language grid took about 165 ms of CPU instead of 95 (measured in one process with and
+#: without the variable, one thread).
+WORKER_ENVIRON = {"OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1, "OPENBLAS_NUM_THREADS": 1}
 
 
 @dataclass(frozen=True)
@@ -159,13 +166,22 @@ def dask_executor(
     ------
     ValueError
         If ``workers`` is not a positive integer, or ``scheduler`` cannot be reached.
+
+    Notes
+    -----
+    A local cluster's workers get :data:`WORKER_ENVIRON` (no ``MALLOC_TRIM_THRESHOLD_``); the
+    workers of a given scheduler get whatever environment their own start gave them.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     import dask
     from distributed import Client, LocalCluster
 
-    with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
+    settings = {
+        "distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
+        "distributed.nanny.pre-spawn-environ": WORKER_ENVIRON,
+    }
+    with dask.config.set(settings):
         if scheduler is None:
             cluster = LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
