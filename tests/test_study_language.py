@@ -39,6 +39,13 @@ from attnlab.study.language_grid import (
     main_grid,
     pilot_grid,
 )
+from attnlab.study.language_report import (
+    language_table_markdown,
+    mean_curves,
+    paired_differences,
+    plot_language_curves,
+    slot_summary,
+)
 from attnlab.study.lm_slots import GAM_PATH, LM_SLOTS, MATCHED_D, build_lm, slot_path
 
 #: Columns that measure the machine, not the model (they differ between two identical runs).
@@ -349,3 +356,85 @@ def test_a_foreign_csv_is_refused_and_left_untouched(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "not a results CSV" in err and "\n" not in err
     assert (tmp_path / "results.csv").read_text(encoding="utf-8") == "a,b\n1,2\n"
+
+
+# ---- the report --------------------------------------------------------------------------------
+def _t_cdf(t: float, df: int, intervals: int = 20_000) -> float:
+    """Student's t CDF by Simpson's rule on the density (float64), from 0 to t."""
+    c = math.gamma((df + 1) / 2) / (math.sqrt(df * math.pi) * math.gamma(df / 2))
+    h = t / intervals
+    total = 0.0
+    for i in range(intervals + 1):
+        x = i * h
+        weight = 1 if i in (0, intervals) else (4 if i % 2 else 2)
+        total += weight * c * (1 + x * x / df) ** (-(df + 1) / 2)
+    return 0.5 + total * h / 3
+
+
+@pytest.mark.parametrize("df", range(1, 11))
+def test_t_quantiles_against_the_integrated_density(df):
+    from attnlab.study.stats import T_975
+
+    assert _t_cdf(T_975[df - 1], df) == pytest.approx(0.975, abs=3e-5)
+
+
+def _row(slot: str, seed: int, bpc: float, **extra) -> dict[str, str]:
+    row = {"slot": slot, "seed": str(seed), "lr": "0.003", "steps": "2000", "test_bpc": str(bpc),
+           "parameters": "100", "macs_per_token": "200", "ms_per_step": "90",
+           "batch_size": "32", "context": "128", "curve": "1000:2.5 2000:2.2"}  # fmt: skip
+    return row | {k: str(v) for k, v in extra.items()}
+
+
+def test_paired_difference_by_hand_with_closed_form_quantiles():
+    base = [2.10, 2.20, 2.05]
+    other = [2.00, 2.15, 2.02]
+    rows = [_row("sdpa-learned", s, b) for s, b in enumerate(base)]
+    rows += [_row("gam-p2", s, b) for s, b in enumerate(other)]
+    rows += [_row("shaw", s, b) for s, b in ((0, 2.3), (2, 2.1))]  # seed 1 missing
+    diffs = paired_differences(rows)
+    d = [o - b for o, b in zip(other, base, strict=True)]
+    mean = sum(d) / 3
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / 2)
+    t2 = math.sqrt(2 * 0.95**2 / (1 - 0.95**2))  # df = 2: F(t) = 1/2 + t / (2 sqrt(t² + 2))
+    half = t2 * sd / math.sqrt(3)
+    got = diffs["gam-p2"]
+    assert got["seeds"] == [0, 1, 2] and got["differences"] == pytest.approx(d, abs=1e-12)
+    assert got["mean"] == pytest.approx(-0.06, abs=1e-12)
+    rounding = 0.0005 * sd / math.sqrt(3)  # the table's quantiles have three decimals
+    assert (got["low"], got["high"]) == pytest.approx((mean - half, mean + half), abs=rounding)
+    assert (mean - half) < 0 < (mean + half), "the hand numbers: an interval across zero"
+    shaw = diffs["shaw"]
+    t1 = math.tan(math.pi * (0.975 - 0.5))  # df = 1: the Cauchy quantile
+    pair = [2.3 - 2.10, 2.1 - 2.05]
+    half1 = t1 * abs(pair[0] - pair[1]) / math.sqrt(2) / math.sqrt(2)
+    assert shaw["seeds"] == [0, 2]
+    assert (shaw["low"], shaw["high"]) == pytest.approx(
+        (sum(pair) / 2 - half1, sum(pair) / 2 + half1), abs=0.0005 * half1 / t1
+    )
+    assert "sdpa-learned" not in diffs
+    table = language_table_markdown(rows)
+    assert "| gam-p2 | 0.003 | 3 | 100 | 200 | 90 |" in table and "-0.060 [" in table
+    summary = slot_summary(rows)
+    assert [s["slot"] for s in summary] == ["sdpa-learned", "gam-p2", "shaw"]
+    assert summary[1]["mean"] == pytest.approx(sum(other) / 3)
+
+
+def test_report_refuses_mixed_rows_and_plots_curves():
+    rows = [_row("gam-p2", 0, 2.0), _row("gam-p2", 0, 2.1)]
+    with pytest.raises(ValueError, match="two rows for seed 0"):
+        slot_summary(rows)
+    with pytest.raises(ValueError, match="differ in lr"):
+        slot_summary([_row("gam-p2", 0, 2.0), _row("gam-p2", 1, 2.1, lr=0.01)])
+    rows = [_row("gam-p2", 0, 2.0, curve="1000:2.6 2000:2.2"),
+            _row("gam-p2", 1, 2.0, curve="1000:2.4 2000:2.0")]  # fmt: skip
+    chars, bpc = mean_curves(rows)["gam-p2"]
+    assert chars == [1000 * 4096, 2000 * 4096] and bpc == pytest.approx([2.5, 2.1])
+    with pytest.raises(ValueError, match="different checkpoints"):
+        mean_curves([_row("gam-p2", 0, 2.0), _row("gam-p2", 1, 2.0, curve="500:3")])
+    import matplotlib
+
+    matplotlib.use("Agg")
+    figure = plot_language_curves(rows)
+    assert figure.axes[0].get_lines()[0].get_ydata().tolist() == pytest.approx([2.5, 2.1])
+    with pytest.raises(ValueError, match="no rows"):
+        plot_language_curves([])

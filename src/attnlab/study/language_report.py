@@ -8,7 +8,9 @@
   (:func:`attnlab.study.stats.t_interval`, whose quantiles are tested against an
   integration of the t density);
 - :func:`language_table_markdown`, :func:`pilot_markdown`, :func:`language_summary`: the
-  Markdown of ``summary.md``.
+  Markdown of ``summary.md``;
+- :func:`plot_language_curves`: validation bits per character against training characters,
+  one line per slot (the mean over its seeds), to show whether runs were still falling.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from attnlab.study.stats import t_interval
 
 __all__ = [
-    "BASELINE", "language_summary", "language_table_markdown", "paired_differences",
-    "pilot_markdown", "slot_summary",
+    "BASELINE", "language_summary", "language_table_markdown", "mean_curves", "paired_differences",
+    "pilot_markdown", "plot_language_curves", "slot_summary",
 ]  # fmt: skip
 
 #: The slot every difference is taken from: chapter 11's model as it is.
@@ -146,3 +148,46 @@ def language_summary(
     text += f"\nRates chosen (lowest validation bpc): {chosen}.\n\n## Main grid\n\n"
     text += language_table_markdown(main) if main else "No main-grid row yet.\n"
     return text
+
+
+def mean_curves(rows: Iterable[Mapping[str, str]]) -> dict[str, tuple[list[int], list[float]]]:
+    """Per slot: the checkpoints' training characters and the mean validation bpc over seeds.
+
+    Raises
+    ------
+    ValueError
+        If the rows of a slot have different checkpoints, or a slot has two rows for a seed.
+    """
+    from attnlab.study.language import parse_curve
+
+    out = {}
+    for slot, seeds in _by_slot(rows).items():
+        curves = [parse_curve(seeds[s]["curve"]) for s in sorted(seeds)]
+        steps = [step for step, _ in curves[0]]
+        if any([step for step, _ in c] != steps for c in curves):
+            raise ValueError(f"the rows of slot {slot!r} have different checkpoints")
+        row = next(iter(seeds.values()))
+        per_step = int(row["batch_size"]) * int(row["context"])
+        means = [sum(c[i][1] for c in curves) / len(curves) for i in range(len(steps))]
+        out[slot] = ([step * per_step for step in steps], means)
+    return out
+
+
+def plot_language_curves(rows: Sequence[Mapping[str, str]], ax=None):
+    """Validation bpc (first 32,768 validation characters) against training characters.
+
+    Returns the matplotlib figure. Raises ``ValueError`` on no rows.
+    """
+    import matplotlib.pyplot as plt
+
+    if not rows:
+        raise ValueError("no rows to plot")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.2))
+    for slot, (chars, bpc) in mean_curves(rows).items():
+        ax.plot([c / 1e6 for c in chars], bpc, marker="o", markersize=3, label=slot)
+    ax.set_xlabel("training characters (millions)")
+    ax.set_ylabel("validation bits per character")
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    return ax.figure
