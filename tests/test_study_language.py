@@ -296,6 +296,17 @@ def test_the_stages_run_resume_and_choose(tmp_path, monkeypatch):
     assert LANGUAGE_LAYOUT.read(tmp_path / "results.csv") == main
 
 
+def test_the_command_writes_the_summary_and_the_curves(tmp_path, monkeypatch, capsys):
+    from attnlab.study.__main__ import main as command
+
+    monkeypatch.setattr(language_cli, "run_lm", _fake_run)
+    command(["--grid", "language-tiny", "--workers", "0", "--out", str(tmp_path)])
+    summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
+    assert "Rates chosen (lowest validation bpc): sdpa 0.01" in summary
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+    assert "16 pilot rows, 26 main rows" in capsys.readouterr().out
+
+
 def test_tiny_grid_in_process_and_on_dask_give_the_same_rows(tmp_path, bounded_in_time):
     pytest.importorskip("distributed")
     from attnlab.study.engine import dask_executor

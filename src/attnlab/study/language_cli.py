@@ -21,7 +21,7 @@ from attnlab._cli import fail
 from attnlab.study.engine import FAILURES_NAME, GridLocked, dask_executor, run_grid
 from attnlab.study.language import LANGUAGE_LAYOUT, run_lm
 from attnlab.study.language_grid import TINY, choose_rates, edge_grid, main_grid, pilot_grid
-from attnlab.study.language_report import language_summary
+from attnlab.study.language_report import language_summary, plot_language_curves
 
 PROG = "python -m attnlab.study"
 
@@ -96,6 +96,13 @@ def main_language(args: argparse.Namespace, out: Path) -> None:
             fail(PROG, str(error))
     text = language_summary(pilot, main, rates)
     (out / "summary.md").write_text(text, encoding="utf-8")
+    if main:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        figure = plot_language_curves(main)
+        figure.savefig(out / "curves.png", dpi=120, bbox_inches="tight")
+        print(f"wrote {out / 'summary.md'} and {out / 'curves.png'}")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(text)
     print(
