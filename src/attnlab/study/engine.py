@@ -169,7 +169,7 @@ def dask_executor(
 
     Notes
     -----
-    A local cluster's workers get :data:`WORKER_ENVIRON` (no ``MALLOC_TRIM_THRESHOLD_``); the
+    A local cluster's workers get ``WORKER_ENVIRON`` (no ``MALLOC_TRIM_THRESHOLD_``); the
     workers of a given scheduler get whatever environment their own start gave them.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
