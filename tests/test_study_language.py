@@ -287,6 +287,8 @@ def test_the_stages_run_resume_and_choose(tmp_path, monkeypatch):
     pilot, main, rates = language_cli.run_language(tmp_path, tiny=True, progress=False)
     assert len(pilot) == 12 + 4, "the pilot and one edge rate (3e-2) per family"
     assert rates == {f: 1e-2 for f in FAMILIES}
+    pilot_order = [(c.slot, c.lr) for c in calls[:16]]
+    assert pilot_order == [(s, lr) for s in REPRESENTATIVES.values() for lr in (*PILOT_LRS, 3e-2)]
     assert [(c.seed, c.slot) for c in calls[16:]] == [(s, x) for s in (0, 1) for x in MAIN_SLOTS]
     assert len(main) == 2 * len(MAIN_SLOTS)
     calls.clear()

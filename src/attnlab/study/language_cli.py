@@ -1,8 +1,9 @@
 """``python -m attnlab.study --grid language``: the pilot, the edge rates, then the main grid.
 
 Every stage goes through :func:`attnlab.study.run_grid` on the executor the arguments name
-(this process with ``--workers 0``, a local Dask cluster, or ``--scheduler``): the pilot and
-its edge rates into ``OUT/pilot/results.csv``, the main grid at the rates
+(this process with ``--workers 0``, a local Dask cluster, or ``--scheduler``): the pilot,
+family by family (a representative's three rates, then its edge rate if it needs one), into
+``OUT/pilot/results.csv``, the main grid at the rates
 :func:`~attnlab.study.language_grid.choose_rates` picks from them into ``OUT/results.csv``.
 A rerun resumes each stage; ``--max-minutes`` stops starting runs, whatever the stage.
 """
@@ -20,7 +21,14 @@ from pathlib import Path
 from attnlab._cli import fail
 from attnlab.study.engine import FAILURES_NAME, GridLocked, dask_executor, run_grid
 from attnlab.study.language import LANGUAGE_LAYOUT, run_lm
-from attnlab.study.language_grid import TINY, choose_rates, edge_grid, main_grid, pilot_grid
+from attnlab.study.language_grid import (
+    REPRESENTATIVES,
+    TINY,
+    choose_rates,
+    edge_grid,
+    main_grid,
+    pilot_grid,
+)
 from attnlab.study.language_report import language_summary, plot_language_curves
 
 PROG = "python -m attnlab.study"
@@ -60,9 +68,12 @@ def run_language(
     )  # fmt: skip
     pilot_csv = out / "pilot" / "results.csv"
     pilot_csv.parent.mkdir(parents=True, exist_ok=True)
-    pilot = pilot_grid(**pilot_kw)
-    rows = run(pilot, pilot_csv)
-    rows = run(pilot + edge_grid(rows, **pilot_kw), pilot_csv)
+    configs: list = []
+    for slot in REPRESENTATIVES.values():  # family by family: its rates, then its edge rate
+        configs += [c for c in pilot_grid(**pilot_kw) if c.slot == slot]
+        rows = run(configs, pilot_csv)
+        configs += [c for c in edge_grid(rows, **pilot_kw) if c.slot == slot]
+        rows = run(configs, pilot_csv)
     rates = choose_rates(rows)
     main = run(main_grid(rates, **main_kw), out / "results.csv") if rates else []
     return rows, main, rates
