@@ -307,6 +307,9 @@ def test_the_command_writes_the_summary_and_the_curves(tmp_path, monkeypatch, ca
     assert "Rates chosen (lowest validation bpc): sdpa 0.01" in summary
     assert (tmp_path / "curves.png").stat().st_size > 1000
     assert "16 pilot rows, 26 main rows" in capsys.readouterr().out
+    (tmp_path / "results.csv").unlink()  # a pilot alone can be reported on
+    command(["--grid", "language-tiny", "--report-only", "--out", str(tmp_path)])
+    assert "No main-grid row yet" in (tmp_path / "summary.md").read_text(encoding="utf-8")
 
 
 def test_tiny_grid_in_process_and_on_dask_give_the_same_rows(tmp_path, bounded_in_time):

@@ -94,12 +94,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.device = resolve_device(args.device)
         # Refuses a foreign CSV before anything runs; a report needs a CSV to report on.
         if args.grid in LANGUAGE_GRIDS:
-            LANGUAGE_LAYOUT.read(out / "pilot" / "results.csv", missing_ok=True)
-            LANGUAGE_LAYOUT.read(out / "results.csv", missing_ok=not args.report_only)
+            # the pilot comes first: a report needs the pilot's CSV at least
+            LANGUAGE_LAYOUT.read(out / "pilot" / "results.csv", missing_ok=not args.report_only)
+            LANGUAGE_LAYOUT.read(out / "results.csv", missing_ok=True)
         else:
             read_results(out / "results.csv", missing_ok=not args.report_only)
-    except FileNotFoundError:
-        fail(PROG, f"--report-only needs {out / 'results.csv'}, which does not exist "
+    except FileNotFoundError as error:
+        needed = str(error).split(" does not exist")[0]
+        fail(PROG, f"--report-only needs {needed}, which does not exist "
                    "(run the grid first, without --report-only)")  # fmt: skip
     except ValueError as error:
         fail(PROG, str(error))

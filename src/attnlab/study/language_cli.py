@@ -84,8 +84,8 @@ def main_language(args: argparse.Namespace, out: Path) -> None:
     failures_before = _failures(out)
     start = time.perf_counter()
     if args.report_only:
-        pilot = LANGUAGE_LAYOUT.read(out / "pilot" / "results.csv", missing_ok=True)
-        main = LANGUAGE_LAYOUT.read(out / "results.csv")
+        pilot = LANGUAGE_LAYOUT.read(out / "pilot" / "results.csv")
+        main = LANGUAGE_LAYOUT.read(out / "results.csv", missing_ok=True)
         rates = choose_rates(pilot)
     else:
         deadline = None if args.max_minutes is None else time.monotonic() + 60 * args.max_minutes
