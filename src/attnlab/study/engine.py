@@ -180,6 +180,10 @@ def dask_executor(
     settings = {
         "distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
         "distributed.nanny.pre-spawn-environ": WORKER_ENVIRON,
+        # Dask's sampling profiler (every 10 ms) and GIL monitor (every 1 ms) cost a worker
+        # 0.57 s of CPU beside 3.1 s of work in 20 s at load 16, 0.38 s without them.
+        "distributed.worker.profile.enabled": False,
+        "distributed.admin.system-monitor.gil.enabled": False,
     }
     with dask.config.set(settings):
         if scheduler is None:
