@@ -28,6 +28,7 @@ from attnlab.study.language import (
 )
 from attnlab.study.language_grid import (
     DROP_ORDER,
+    DROPPED,
     FAMILIES,
     MAIN_SLOTS,
     PILOT_LRS,
@@ -232,7 +233,8 @@ def test_the_path_is_pinned_and_recorded():
 def test_every_slot_has_one_family_and_the_plan_names_real_slots():
     assert sorted(s for slots in FAMILIES.values() for s in slots) == sorted(LM_SLOTS)
     assert all(family_of(REPRESENTATIVES[f]) == f for f in FAMILIES)
-    assert set(DROP_ORDER) <= set(MAIN_SLOTS)
+    assert set(DROP_ORDER) <= set(LM_SLOTS) and DROPPED == DROP_ORDER[: len(DROPPED)]
+    assert set(MAIN_SLOTS) == set(LM_SLOTS) - set(DROPPED), "nothing dropped but by the plan"
     with pytest.raises(ValueError, match="unknown slot"):
         family_of("nope")
 
@@ -306,7 +308,7 @@ def test_the_command_writes_the_summary_and_the_curves(tmp_path, monkeypatch, ca
     summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
     assert "Rates chosen (lowest validation bpc): sdpa 0.01" in summary
     assert (tmp_path / "curves.png").stat().st_size > 1000
-    assert "16 pilot rows, 26 main rows" in capsys.readouterr().out
+    assert f"16 pilot rows, {2 * len(MAIN_SLOTS)} main rows" in capsys.readouterr().out
     (tmp_path / "results.csv").unlink()  # a pilot alone can be reported on
     command(["--grid", "language-tiny", "--report-only", "--out", str(tmp_path)])
     assert "No main-grid row yet" in (tmp_path / "summary.md").read_text(encoding="utf-8")
