@@ -184,7 +184,7 @@ study: setup
 # Issue 27's language grid (the rate pilot, then the main grid; plan and CPU-hours in
 # src/attnlab/study/language_plan.md) on one worker; resumes from its CSVs.
 study-language: setup
-	$(PY) -m attnlab.study --grid language --workers 1 --out $(STUDY_OUT)/language
+	$(PY) -m attnlab.study --grid language --workers 1 --out src/attnlab/study/language_results
 
 clean:
 	rm -rf _build _extra .pytest_cache .ruff_cache .hypothesis

@@ -314,7 +314,9 @@ def test_the_command_writes_the_summary_and_the_curves(tmp_path, monkeypatch, ca
     assert "No main-grid row yet" in (tmp_path / "summary.md").read_text(encoding="utf-8")
 
 
-def test_tiny_grid_in_process_and_on_dask_give_the_same_rows(tmp_path, bounded_in_time):
+def test_tiny_grid_in_process_and_on_dask_give_the_same_rows(
+    tmp_path, bounded_in_time, monkeypatch
+):
     pytest.importorskip("distributed")
     from attnlab.study.engine import dask_executor
 
@@ -327,6 +329,8 @@ def test_tiny_grid_in_process_and_on_dask_give_the_same_rows(tmp_path, bounded_i
                         runner=run_lm, layout=LANGUAGE_LAYOUT)  # fmt: skip
     finally:
         torch.set_num_threads(threads)
+    # as an earlier cluster of Dask's default settings leaves it in this process (engine.py)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
     with dask_executor(workers=2) as executor:
         # Dask's default MALLOC_TRIM_THRESHOLD_ made each step ~70 % dearer (engine.py)
         assert executor.submit(os.getenv, "MALLOC_TRIM_THRESHOLD_").result() is None
@@ -335,6 +339,7 @@ def test_tiny_grid_in_process_and_on_dask_give_the_same_rows(tmp_path, bounded_i
             configs, tmp_path / "dask" / "results.csv", progress=False, executor=executor,
             runner=functools.partial(run_lm, device="cpu"), in_flight=4, layout=LANGUAGE_LAYOUT,
         )  # fmt: skip
+    assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "65536", "restored after the cluster"
     assert len(here) == len(there) == 4
     for a, b in zip(here, there, strict=True):
         assert {k: v for k, v in a.items() if k not in TIMING} == {

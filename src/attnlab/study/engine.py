@@ -185,8 +185,13 @@ def dask_executor(
         "distributed.worker.profile.enabled": False,
         "distributed.admin.system-monitor.gil.enabled": False,
     }
-    with dask.config.set(settings):
+    with dask.config.set(settings), contextlib.ExitStack() as stack:
         if scheduler is None:
+            # A nanny spawns workers with this process's environment, into which any earlier
+            # cluster of default settings wrote MALLOC_TRIM_THRESHOLD_ for good: unset it while
+            # this cluster lives (its workers may be restarted at any time), then restore it.
+            trim = os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)
+            stack.callback(_restore_trim, trim)
             cluster = LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                 dashboard_address=None, silence_logs=50,
@@ -205,6 +210,12 @@ def dask_executor(
             client.close(timeout=timeout)
             if cluster is not None:
                 cluster.close(timeout=timeout)
+
+
+def _restore_trim(value: str | None) -> None:
+    """Put back the ``MALLOC_TRIM_THRESHOLD_`` that :func:`dask_executor` unset (if any)."""
+    if value is not None:
+        os.environ["MALLOC_TRIM_THRESHOLD_"] = value
 
 
 # ---- the grid ------------------------------------------------------------------------------
