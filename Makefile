@@ -26,7 +26,7 @@ endif
 BOOK_OPTS  := -W -n --keep-going
 
 .PHONY: help setup book pdf test lint unit nbval pdf-check book-strict browser lab execute bench \
-        student study clean
+        student study study-language clean
 
 help:
 	@echo "make book   set up .venv, then build the HTML book into _build/html"
@@ -194,6 +194,11 @@ student: setup
 STUDY_OUT := src/attnlab/study/results
 study: setup
 	$(PY) -m attnlab.study --grid full --out $(STUDY_OUT)
+
+# Issue 27's language grid (the rate pilot, then the main grid; plan and CPU-hours in
+# src/attnlab/study/language_plan.md) on one worker; resumes from its CSVs.
+study-language: setup
+	$(PY) -m attnlab.study --grid language --workers 1 --out src/attnlab/study/language_results
 
 clean:
 	rm -rf _build _extra .pytest_cache .ruff_cache .hypothesis

@@ -1,4 +1,9 @@
-"""Command line of chapter 10's study: ``python -m attnlab.study --grid full --out DIR``.
+"""Command line of the study: ``python -m attnlab.study --grid full|language --out DIR``.
+
+``--grid full`` (and ``reduced``) is chapter 10's study; ``--grid language`` is issue 27's
+language grid (:mod:`attnlab.study.language_grid`: the rate pilot into ``DIR/pilot/``, then
+the main grid into ``DIR/results.csv``), through the same runner; ``language-tiny`` is the
+same at toy sizes (seconds), for tests.
 
 Runs a named grid (resuming from ``DIR/results.csv``) on a local Dask cluster of ``--workers``
 processes (one thread each; ``--workers 0`` runs it in this process) or on a running Dask
@@ -23,10 +28,13 @@ import torch
 from attnlab._cli import OneLineParser, fail, out_folder, usable_cores
 from attnlab.study.engine import FAILURES_NAME, GridLocked, dask_executor, run_grid
 from attnlab.study.grids import GRIDS, grid
+from attnlab.study.language import LANGUAGE_LAYOUT
 from attnlab.study.report import summary_markdown, timing_markdown, write_report
 from attnlab.study.runner import read_results, resolve_device, run_one
 
 PROG = "python -m attnlab.study"
+#: The grids of issue 27 (:mod:`attnlab.study.language_grid`).
+LANGUAGE_GRIDS = ("language", "language-tiny")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -34,7 +42,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = OneLineParser(
         prog=PROG, description="GAM against standard attention on synthetic tasks (chapter 10)."
     )
-    parser.add_argument("--grid", choices=GRIDS, default="full")
+    parser.add_argument("--grid", choices=GRIDS + LANGUAGE_GRIDS, default="full")
     parser.add_argument("--out", required=True, help="folder for results.csv and the report")
     parser.add_argument(
         "--threads", type=int, default=1,
@@ -85,9 +93,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     try:
         args.device = resolve_device(args.device)
         # Refuses a foreign CSV before anything runs; a report needs a CSV to report on.
-        read_results(out / "results.csv", missing_ok=not args.report_only)
-    except FileNotFoundError:
-        fail(PROG, f"--report-only needs {out / 'results.csv'}, which does not exist "
+        if args.grid in LANGUAGE_GRIDS:
+            # the pilot comes first: a report needs the pilot's CSV at least
+            LANGUAGE_LAYOUT.read(out / "pilot" / "results.csv", missing_ok=not args.report_only)
+            LANGUAGE_LAYOUT.read(out / "results.csv", missing_ok=True)
+        else:
+            read_results(out / "results.csv", missing_ok=not args.report_only)
+    except FileNotFoundError as error:
+        needed = str(error).split(" does not exist")[0]
+        fail(PROG, f"--report-only needs {needed}, which does not exist "
                    "(run the grid first, without --report-only)")  # fmt: skip
     except ValueError as error:
         fail(PROG, str(error))
@@ -131,6 +145,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     failures_before = _failure_count(out)
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     print(f"start {time.strftime('%Y-%m-%d %H:%M:%S')}, load average {load[0]:.1f}")
+    if args.grid in LANGUAGE_GRIDS:
+        from attnlab.study.language_cli import main_language
+
+        main_language(args, out)
+        return
     configs = grid(args.grid)
     if args.report_only:
         rows = read_results(out / "results.csv")  # parse_args checked that it exists

@@ -269,7 +269,9 @@ def run_one(config: RunConfig, chunk: int = 50, device: str = "cpu") -> dict[str
     return row
 
 
-def read_results(path: str | os.PathLike, *, missing_ok: bool = False) -> list[dict[str, str]]:
+def read_results(
+    path: str | os.PathLike, *, missing_ok: bool = False, columns: Sequence[str] = COLUMNS
+) -> list[dict[str, str]]:
     """Read the finished rows of a results CSV, repairing an interrupted last line.
 
     The header is checked first: a file whose first line is not the study's ``COLUMNS`` (a
@@ -286,6 +288,8 @@ def read_results(path: str | os.PathLike, *, missing_ok: bool = False) -> list[d
         Whether a missing or empty file is a grid that has not started (``[]``), as for
         :func:`run_grid` resuming; by default it raises, so a reader of finished results
         (chapter 10, ``--report-only``) never reports on nothing.
+    columns : sequence of str, default ``COLUMNS``
+        The header the file must have (the language grid's CSV has its own).
 
     Raises
     ------
@@ -309,31 +313,35 @@ def read_results(path: str | os.PathLike, *, missing_ok: bool = False) -> list[d
         if missing_ok:
             return []
         raise ValueError(f"{path} is empty, not a results CSV of this study")
-    rows = parse_results(text, str(path))
+    rows = parse_results(text, str(path), columns=columns)
     if not text.endswith("\n"):
         path.write_text(text[: text.rfind("\n") + 1], encoding="utf-8")
     return rows
 
 
-def parse_results(text: str, source: str = "the text") -> list[dict[str, str]]:
+def parse_results(
+    text: str, source: str = "the text", *, columns: Sequence[str] = COLUMNS
+) -> list[dict[str, str]]:
     """The finished rows of the text of a results CSV (:func:`read_results` without the file).
 
     A last line without its newline (a row being written) and rows with a missing field are
-    dropped. ``source`` names the text in the error message.
+    dropped. ``source`` names the text in the error message; ``columns`` is the header the
+    text must have (default: chapter 10's ``COLUMNS``).
 
     Raises
     ------
     ValueError
         If the first line is not the study's ``COLUMNS``.
     """
+    columns = tuple(columns)
     header = next(csv.reader([text.split("\n", 1)[0]]), [])
-    if tuple(header) != COLUMNS:
+    if tuple(header) != columns:
         shown = ",".join(header)[:80]
         raise ValueError(
             f"{source} is not a results CSV of this study: its header is {shown!r}, expected "
-            f"{','.join(COLUMNS[:4])},... ({len(COLUMNS)} columns); the file was left untouched"
+            f"{','.join(columns[:4])},... ({len(columns)} columns); the file was left untouched"
         )
     if not text.endswith("\n"):
         text = text[: text.rfind("\n") + 1]
     reader = csv.DictReader(text.splitlines())
-    return [row for row in reader if all(row.get(c) not in (None, "") for c in COLUMNS)]
+    return [row for row in reader if all(row.get(c) not in (None, "") for c in columns)]
