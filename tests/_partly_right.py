@@ -21,6 +21,14 @@ def verdict(exercise_id, answer):
     return run_spec(get_spec(exercise_id), answer)
 
 
+def always_fails(exercise_id, answer, phrase=""):
+    """``answer`` fails the real check on 10 fresh draws, with ``phrase`` in each message."""
+    for _ in range(10):
+        ok, message = verdict(exercise_id, answer)
+        assert not ok, f"{exercise_id}: a partly right answer passed"
+        assert phrase in message, message
+
+
 def first_failure(exercise_id, answer, seed):
     """The message of the first case of draw ``seed`` that ``answer`` fails, else ``None``."""
     exercise_ids()
