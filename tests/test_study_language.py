@@ -382,23 +382,7 @@ def test_a_foreign_csv_is_refused_and_left_untouched(tmp_path, capsys):
 
 
 # ---- the report --------------------------------------------------------------------------------
-def _t_cdf(t: float, df: int, intervals: int = 20_000) -> float:
-    """Student's t CDF by Simpson's rule on the density (float64), from 0 to t."""
-    c = math.gamma((df + 1) / 2) / (math.sqrt(df * math.pi) * math.gamma(df / 2))
-    h = t / intervals
-    total = 0.0
-    for i in range(intervals + 1):
-        x = i * h
-        weight = 1 if i in (0, intervals) else (4 if i % 2 else 2)
-        total += weight * c * (1 + x * x / df) ** (-(df + 1) / 2)
-    return 0.5 + total * h / 3
-
-
-@pytest.mark.parametrize("df", range(1, 11))
-def test_t_quantiles_against_the_integrated_density(df):
-    from attnlab.study.stats import T_975
-
-    assert _t_cdf(T_975[df - 1], df) == pytest.approx(0.975, abs=3e-5)
+# (the t table itself is checked against the integrated density in tests/test_study_stats.py)
 
 
 def _row(slot: str, seed: int, bpc: float, **extra) -> dict[str, str]:
