@@ -1,11 +1,11 @@
 """Functions an exercise's answer may not call: the library's own version of the answer.
 
-Some exercises ask the reader to write what :mod:`attnlab` or PyTorch already provides, for
+Some exercises ask the reader to write what ``attnlab`` or PyTorch already provides, for
 example a numerically stable softmax or the forward pass of multi-head attention. The
 notebook has those functions imported, so an answer could simply call them. A spec names
 them (``exercise(..., forbid=("attnlab.softmax", "torch.softmax"))``) and, while the answer
 runs, :func:`forbidden` watches every function call through Python's profiling hook
-(:func:`sys.setprofile`): a call to a forbidden function is recorded, and when the answer
+(``sys.setprofile``): a call to a forbidden function is recorded, and when the answer
 returns the check fails with a message that names the function. The answer's own helpers,
 numpy and the rest of torch stay available.
 
