@@ -112,3 +112,13 @@ def test_pytest_does_not_collect_build_copies():
     text = (ROOT / "pyproject.toml").read_text()
     assert 'testpaths = ["tests"]' in text
     assert "_build" in text.split("norecursedirs", 1)[1].splitlines()[0]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_solutions_do_not_number_figures(path):
+    # A {numref} inside a solution comes out of the PDF as "Fig. ??" (the gated solution is set
+    # apart from the figure's label); scripts/check_pdf.py caught one in 09.6. Name the section.
+    for index, cell in enumerate(load(path)["cells"]):
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] == "markdown" and "solution" in tags:
+            assert "{numref}" not in "".join(cell["source"]), f"{path.name}: cell {index}"
