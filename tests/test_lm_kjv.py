@@ -89,6 +89,8 @@ def test_read_text_unpacks_xz_and_normalises_line_ends(tmp_path, text):
         C.read_text(3)
     with pytest.raises(FileNotFoundError):
         C.read_text(tmp_path / "missing.txt")
+    with pytest.raises(ValueError, match="is a folder"):
+        C.read_text(tmp_path)  # a careless --text pointing at the data folder
 
 
 def test_the_interleaved_split_on_the_excerpt(text):

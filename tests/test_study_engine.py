@@ -19,6 +19,7 @@ from pathlib import Path
 import cloudpickle
 import pytest
 import torch
+from _timeouts import hang_guard
 
 from attnlab.study import RunConfig, read_results, run_one
 from attnlab.study.__main__ import main
@@ -39,19 +40,9 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 @pytest.fixture(autouse=True)
 def bounded_in_time():
-    """Fail a test (instead of hanging the suite) if it takes more than five minutes: a hang,
-    not a slow machine: make test runs two workers on two cores, and the slowest test here took
-    125 s that way while other processes kept the load at 14 (this module's tests take about
-    32 s together, one process on a quiet machine)."""
-
-    def stop(signum, frame):
-        raise TimeoutError("test took more than 300 s")
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(300)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
+    """Fail a test (instead of hanging the suite) after five minutes (see tests/_timeouts.py)."""
+    with hang_guard(300):
+        yield
 
 
 def _tiny(seed: int, attention: str = "sdpa") -> RunConfig:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import functools
 import math
 import os
-import signal
 
 import pytest
 import torch
+from _timeouts import hang_guard
 from torch.utils.flop_counter import FlopCounterMode
 
 from attnlab.lm.model import CharTransformer, LMConfig
@@ -55,14 +55,8 @@ TIMING = ("seconds", "cpu_seconds", "ms_per_step", "load")
 
 @pytest.fixture
 def bounded_in_time():
-    def stop(signum, frame):
-        raise TimeoutError("test took more than 90 s")
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(90)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
+    with hang_guard(300):
+        yield
 
 
 def _tiny_model(slot: str, seed: int = 0, path: str = GAM_PATH, context: int = 12):

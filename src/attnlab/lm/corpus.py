@@ -127,7 +127,7 @@ def read_text(path: str | os.PathLike) -> str:
     TypeError
         If ``path`` is not a str or path.
     ValueError
-        If the file is not UTF-8 or not valid xz, or holds no text.
+        If the path is a folder, or the file is not UTF-8 or not valid xz, or holds no text.
     FileNotFoundError
         If there is no such file.
 
@@ -143,6 +143,8 @@ def read_text(path: str | os.PathLike) -> str:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or a path, got {type(path).__name__}")
     name = os.fspath(path)
+    if os.path.isdir(name):
+        raise ValueError(f"path {name!r} is a folder; give a text file")
     with open(name, "rb") as f:
         data = f.read()
     if str(name).endswith(".xz"):
