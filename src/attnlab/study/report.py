@@ -222,7 +222,7 @@ def plot_curves(rows: Iterable[dict[str, str]], task: str = "gapped", lr: str | 
         if r["task"] == task and r["layers"] == "1" and r["d"] == "32"
         and (lr is None or r["lr"] == lr) and not _long(r)
     ]  # fmt: skip
-    fig, ax = plt.subplots(figsize=(5.6, 3.6))
+    fig, ax = plt.subplots(figsize=(8.0, 3.8))
     for name in dict.fromkeys(label(r) for r in rows):
         members = [r for r in rows if label(r) == name]
         curves = np.array([[float(v) for v in r["curve"].split()] for r in members])
@@ -233,7 +233,8 @@ def plot_curves(rows: Iterable[dict[str, str]], task: str = "gapped", lr: str | 
     ax.set_xlabel("training step")
     ax.set_ylabel("training loss (mean over seeds)")
     ax.set_title(f"{task}: learning curves", fontsize=9)
-    ax.legend(fontsize=6, frameon=False, ncol=2)
+    # 15 curves: the legend goes beside the axes, where it hides none of them
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
