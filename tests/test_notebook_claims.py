@@ -271,3 +271,23 @@ def test_chapter_01_defines_attention_before_using_it():
     learned = first_cell(cells, "markdown", r"\(sec-01-learned\)=")
     table = first_cell(cells, "markdown", r"\|\s*self-attention \(restricted\)")
     assert learned < table < len(cells)
+
+
+def test_chapter_06_states_the_task_generators_own_settings():
+    # §6.3 gives the colours, the pixel noise and the Dirichlet concentration in prose (a fresh
+    # reader could not regenerate the task without them): they must be the generator's.
+    import inspect
+
+    from attnlab.data.images import TASK_COLOURS, colour_texture_task
+
+    nb = json.loads((ROOT / "notebooks" / "06_attention_heads_on_images.ipynb").read_text("utf-8"))
+    text = next(
+        "".join(c["source"]) for c in nb["cells"]
+        if c["cell_type"] == "markdown" and "(sec-06-task)=" in "".join(c["source"])
+    )  # fmt: skip
+    defaults = inspect.signature(colour_texture_task).parameters
+    for rgb in TASK_COLOURS:
+        assert "$(" + ", ".join(f"{v:g}" for v in rgb) + ")$" in text
+    assert f"standard deviation ${defaults['noise'].default:g}$" in text
+    assert f"concentration ${defaults['concentration'].default:g}$" in text
+    assert f"$\\pm {defaults['amplitude'].default:g}$" in text

@@ -19,6 +19,7 @@ inside the student's process.
 from __future__ import annotations
 
 import copy
+import functools
 import signal
 import threading
 from collections.abc import Generator
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from attnlab.course.adapters import adapt
-from attnlab.course.forbid import ForbiddenCalls, message, resolve, watching
+from attnlab.course.forbid import ForbiddenCalls, Targets, message, resolve, watching
 from attnlab.course.forked import can_fork, run_forked
 from attnlab.course.spec import ExerciseFailure, Plain, Spec, judge
 
@@ -85,6 +86,12 @@ def describe_error(error: BaseException) -> str:
     return f"your answer raised {type(error).__name__}: {text}"[:400]
 
 
+@functools.lru_cache(maxsize=64)
+def _resolved(forbid: tuple[str, ...]) -> Targets:
+    """:func:`attnlab.course.forbid.resolve`, once per list of names (not once per case)."""
+    return resolve(forbid)
+
+
 def _call_answer(
     adapter: str, answer: Any, args: tuple[Any, ...], forbid: tuple[str, ...] = ()
 ) -> Plain:
@@ -92,7 +99,7 @@ def _call_answer(
 
     A call to one of the functions named in ``forbid`` is an ``_AnswerError`` that says so.
     """
-    targets = resolve(forbid)  # a bad name is the spec's mistake: raised, not blamed on the answer
+    targets = _resolved(tuple(forbid))  # a bad name is the spec's mistake: raised, not blamed
     calls = ForbiddenCalls()
     try:
         with watching(targets) as calls:
