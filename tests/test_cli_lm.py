@@ -34,7 +34,8 @@ def _refused(capsys, argv: list[str], match: str) -> None:
         ("--lr=inf", "--lr"), ("--seed=-1", "--seed"), ("--warmup=-1", "--warmup"),
         ("--positions=alibi", "--positions"), ("--norm=batch", "--norm"),
         ("--mlp=relu", "--mlp"), ("--attention=flash", "--attention"), ("--steps=2.5", "--steps"),
-        ("--width=36", "rotary"),
+        ("--width=36", "rotary"), ("--mlp-hidden=0", "--mlp-hidden"),
+        ("--mlp-hidden=2.5", "--mlp-hidden"),
     ],
 )  # fmt: skip
 def test_bad_options_are_one_line_errors(tmp_path, capsys, option, match):
@@ -80,7 +81,8 @@ def test_a_tiny_run_writes_weights_log_and_config(tmp_path, capsys):
     out = tmp_path / "run" / "deep"
     argv = ["train", "--out", str(out), "--width", "16", "--depth", "1", "--heads", "2",
             "--context", "16", "--steps", "3", "--batch", "2", "--eval-every", "2",
-            "--positions", "rotary", "--norm", "rmsnorm", "--mlp", "swiglu", "--no-progress"]
+            "--positions", "rotary", "--norm", "rmsnorm", "--mlp", "swiglu", "--mlp-hidden", "24",
+            "--no-progress"]
     assert main(argv) == 0
     assert "bits per character" in capsys.readouterr().out
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "log.csv", "model.pt"]
@@ -90,6 +92,7 @@ def test_a_tiny_run_writes_weights_log_and_config(tmp_path, capsys):
     assert int(rows[-1]["chars"]) == 3 * 2 * 16
     record = json.loads((out / "config.json").read_text())
     assert record["model"]["positions"] == "rotary" and record["model"]["d"] == 16
+    assert record["model"]["mlp_hidden"] == 24
     assert record["training"]["steps"] == 3 and record["results"]["chars_seen"] == 96
     saved = torch.load(out / "model.pt", weights_only=True)
     from attnlab.lm.model import CharTransformer, LMConfig

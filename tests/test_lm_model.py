@@ -128,6 +128,18 @@ def test_rmsnorm_swiglu_and_gelu_match_their_formulas():
     torch.testing.assert_close(ge(x), gelu @ ge.down.weight.T)
 
 
+@pytest.mark.parametrize("mlp", ["gelu", "swiglu"])
+def test_mlp_hidden_sets_the_hidden_width_and_the_parameter_count(mlp):
+    d, hidden = 16, 24
+    model = CharTransformer(LMConfig(vocab_size=5, d=d, layers=1, heads=2, mlp=mlp,
+                                     mlp_hidden=hidden))
+    matrices = 2 if mlp == "gelu" else 3  # up and down; SwiGLU has a gate as well
+    assert sum(p.numel() for p in model.blocks[0].mlp.parameters()) == matrices * d * hidden
+    default = LMConfig(vocab_size=5, d=d, mlp=mlp)
+    assert default.hidden == (4 * d if mlp == "gelu" else 48)  # 8 * ceil(8 * 16 / 3 / 8)
+    assert LMConfig.from_dict(default.to_dict()) == default  # a stored config round-trips
+
+
 def test_swiglu_has_the_parameters_of_a_4d_gelu_mlp_roughly():
     cfg = LMConfig(vocab_size=5, d=96, mlp="swiglu")
     assert cfg.hidden == 256 and abs(3 * 96 * 256 - 2 * 96 * 384) / (2 * 96 * 384) < 0.01
@@ -201,6 +213,8 @@ def test_random_windows_are_shifted_by_one():
         (lambda: LMConfig(vocab_size=5, positions="alibi"), ValueError, "positions"),
         (lambda: LMConfig(vocab_size=5, norm="batchnorm"), ValueError, "norm"),
         (lambda: LMConfig(vocab_size=5, mlp="relu"), ValueError, "mlp"),
+        (lambda: LMConfig(vocab_size=5, mlp_hidden=0), ValueError, "mlp_hidden"),
+        (lambda: LMConfig(vocab_size=5, mlp_hidden=8.0), TypeError, "mlp_hidden"),
         (lambda: LMConfig(vocab_size=5, attention="flash"), ValueError, "attention"),
         (lambda: LMConfig(vocab_size=5, d=12, heads=4, positions="rotary"), ValueError, "d_k"),
         (lambda: LMConfig.from_dict({"vocab_size": 5, "width": 3}), ValueError, "width"),

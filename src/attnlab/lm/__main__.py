@@ -50,6 +50,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--norm", choices=("layernorm", "rmsnorm"), default="layernorm")
     p.add_argument("--mlp", choices=("gelu", "swiglu"), default="gelu")
+    p.add_argument("--mlp-hidden", type=int, default=None,
+                   help="the MLP's hidden width (default 4d for gelu, 8d/3 for swiglu)")
     p.add_argument("--attention", choices=("book", "sdpa"), default="sdpa",
                    help="book: attnlab's boolean mask; sdpa: F.sdpa(is_causal=True)")
     p.add_argument("--steps", type=int, default=1000, help="optimisation steps (1000)")
@@ -66,6 +68,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     for name in ("width", "depth", "heads", "context", "steps", "batch", "threads", "block"):
         _positive(f"--{name}", getattr(args, name))
+    if args.mlp_hidden is not None:
+        _positive("--mlp-hidden", args.mlp_hidden)
     if args.warmup < 0 or args.eval_every < 0:
         fail(PROG, "--warmup and --eval-every must be >= 0")
     if args.seed < 0:
@@ -121,7 +125,7 @@ def train_command(args: argparse.Namespace) -> dict:
     config = LMConfig(
         vocab_size=corpus.vocab.size, d=args.width, layers=args.depth, heads=args.heads,
         context=args.context, positions=args.positions, norm=args.norm, mlp=args.mlp,
-        attention=args.attention,
+        attention=args.attention, mlp_hidden=args.mlp_hidden,
     )  # fmt: skip
     torch.manual_seed(args.seed)
     model = CharTransformer(config)

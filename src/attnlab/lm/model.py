@@ -50,6 +50,9 @@ class LMConfig:
     mlp : str
         ``"gelu"`` or ``"swiglu"``:
         GELU with hidden width ``4d``, or SwiGLU with ``8d/3`` rounded up to a multiple of 8.
+    mlp_hidden : int, optional
+        The MLP's hidden width instead of those defaults (chapter 11 trains with ``2d`` to fit
+        its time budget).
     attention : str
         ``"book"`` or ``"sdpa"``.
         See :class:`attnlab.lm.blocks.CausalSelfAttention`.
@@ -78,10 +81,13 @@ class LMConfig:
     norm: str = "layernorm"
     mlp: str = "gelu"
     attention: str = "book"
+    mlp_hidden: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d", "layers", "heads", "context"):
             check_int(getattr(self, name), name)
+        if self.mlp_hidden is not None:
+            check_int(self.mlp_hidden, "mlp_hidden")
         if self.d % self.heads:
             raise ValueError(f"heads={self.heads} must divide d={self.d}")
         for name, allowed in (
@@ -103,7 +109,9 @@ class LMConfig:
 
     @property
     def hidden(self) -> int:
-        """The MLP's hidden width."""
+        """The MLP's hidden width: ``mlp_hidden`` if given, else the default of ``mlp``."""
+        if self.mlp_hidden is not None:
+            return self.mlp_hidden
         return 4 * self.d if self.mlp == "gelu" else 8 * math.ceil(8 * self.d / 3 / 8)
 
     def to_dict(self) -> dict:
