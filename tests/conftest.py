@@ -98,11 +98,10 @@ def train_date_seq2seq():
 # ---- pytest-xdist: make test runs the unit stage with -n N --dist loadgroup ------------------
 #: Modules that run the grader's real sandbox (bubblewrap, or a user id per notebook as root).
 #: They form one work unit, run by one worker, one test after the other: the grader picks a
-#: sandbox user id from its pid (``attnlab.course.grade._next_uid``: 64 ids per pid modulo 64)
-#: and kills that user's processes before and after each notebook, and the availability probe
-#: and ``test_course_sandbox`` use the first id, so two graders in two workers could share an
-#: id and kill each other's notebooks; the hog's, the herd's and the crowd's process and memory
-#: limits count per user and per machine, too.
+#: sandbox user id (``attnlab.course.grade._claimed_uid``, a socket name per id, so two graders
+#: never share one) and kills that user's processes before and after each notebook; the
+#: hog's, the herd's and the crowd's process and memory limits count per machine, and one
+#: grader at a time keeps their timings meaningful.
 SANDBOX_MODULES = frozenset({
     "test_cli_grade.py", "test_course_grade.py", "test_course_lms.py",
     "test_course_rootless.py", "test_course_sandbox.py", "test_grade.py",

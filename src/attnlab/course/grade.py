@@ -15,10 +15,12 @@ returns the right numbers for inputs drawn after the notebook ran.
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -158,13 +160,39 @@ def _prepare(ids: list[str], settings: Settings, submission: Submission,
 
 #: Every user id this process has handed to a sandbox (to check that none is still in use).
 USED_UIDS: set[int] = set()
+#: Sandbox user ids a grader may claim: ``UID_BASE + 1 … UID_BASE + UID_SLOTS``
+#: (``UID_BASE`` itself is the availability probe's).
+UID_SLOTS = 4096
 
 
-def _next_uid() -> int:
+@contextlib.contextmanager
+def _claimed_uid():
+    """A sandbox user id that no other grader on this machine holds while the block runs.
+
+    A grader claims an id by binding a Unix socket of the abstract namespace named after it
+    (Linux; no file is left behind): a second bind of the name fails while the first is open,
+    and the kernel releases it when the grader closes it or dies. So two graders, in one
+    process or many, never share an id and never kill each other's processes. The search
+    starts at a place that depends on the pid, so graders rarely try the same ids first.
+    """
     with _uid_lock:
-        uid = sandbox.UID_BASE + (os.getpid() % 64) * 64 + next(_uids) % 64
-        USED_UIDS.add(uid)
-        return uid
+        start = (os.getpid() * 64 + next(_uids)) % UID_SLOTS
+    for k in range(UID_SLOTS):
+        uid = sandbox.UID_BASE + 1 + (start + k) % UID_SLOTS
+        claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            claim.bind(f"\0attnlab-sandbox-uid-{uid}")
+        except OSError:
+            claim.close()
+            continue
+        try:
+            with _uid_lock:
+                USED_UIDS.add(uid)
+            yield uid
+        finally:
+            claim.close()  # releases the name
+        return
+    raise RuntimeError(f"all {UID_SLOTS} sandbox user ids are held by running graders")
 
 
 def _runner_argv(settings: Settings, submitted: str, work: str, io_dir: str) -> list[str]:
@@ -177,7 +205,17 @@ def _runner_argv(settings: Settings, submitted: str, work: str, io_dir: str) -> 
 def _execute(
     request: dict, submission: Submission, tmp: Path, settings: Settings
 ) -> tuple[dict, str]:
-    """Run the notebook in the settings' mode; the runner's report.
+    """Run the notebook in the settings' mode (see :func:`_execute_as`); the runner's report."""
+    if settings.mode in ("rootful", "uid-only"):
+        with _claimed_uid() as uid:
+            return _execute_as(request, submission, tmp, settings, uid)
+    return _execute_as(request, submission, tmp, settings, os.getuid())
+
+
+def _execute_as(
+    request: dict, submission: Submission, tmp: Path, settings: Settings, uid: int
+) -> tuple[dict, str]:
+    """Run the notebook as user ``uid``; the runner's report.
 
     ``uid-only`` (root without a working bubblewrap, as in a Docker container) runs the
     runner under a user id of its own in ``tmp/box``: it cannot read the request (root's,
@@ -199,7 +237,6 @@ def _execute(
     request_path.chmod(0o600)
     limits = settings.limits
     rootful = settings.mode == "rootful"
-    uid = _next_uid() if rootful or own_uid else os.getuid()
     if rootful or own_uid:
         sandbox.kill_user(uid)  # a straggler of an earlier run must not count against it
     if settings.mode in ("rootful", "rootless"):
