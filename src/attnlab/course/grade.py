@@ -160,7 +160,7 @@ def _prepare(ids: list[str], settings: Settings, submission: Submission,
 
 #: Every user id this process has handed to a sandbox (to check that none is still in use).
 USED_UIDS: set[int] = set()
-#: Sandbox user ids a grader may claim: ``UID_BASE + 1 … UID_BASE + UID_SLOTS``
+#: How many sandbox user ids a grader may claim, from ``UID_BASE + 1`` on
 #: (``UID_BASE`` itself is the availability probe's).
 UID_SLOTS = 4096
 

@@ -109,7 +109,7 @@ class LMConfig:
 
     @property
     def hidden(self) -> int:
-        """The MLP's hidden width: ``mlp_hidden`` if given, else the default of ``mlp``."""
+        """The MLP's hidden width, ``mlp_hidden`` if given, else the default of ``mlp``."""
         if self.mlp_hidden is not None:
             return self.mlp_hidden
         return 4 * self.d if self.mlp == "gelu" else 8 * math.ceil(8 * self.d / 3 / 8)

@@ -1,6 +1,6 @@
 """One run of the language grid (issue 27): chapter 11's model with a given attention slot.
 
-:class:`LMRunConfig` says what to train (the slot of :data:`~attnlab.study.lm_slots.LM_SLOTS`,
+:class:`LMRunConfig` says what to train (the slot of ``LM_SLOTS``,
 sizes) and how (steps, batch, peak rate, seed); :func:`run_lm` trains it on the packaged
 Shakespeare corpus with chapter 11's :func:`~attnlab.lm.training.train_lm` (AdamW, 50
 warm-up steps, cosine decay to a tenth, weight decay 0.01, gradient clipping at 1) and
@@ -48,7 +48,7 @@ class LMRunConfig:
 
     ``eval_chars`` limits the validation and test characters scored (0: the whole splits,
     196,608 characters each; the tests use a few thousand). ``path`` is the GAM path
-    (:data:`~attnlab.study.lm_slots.GAM_PATH` by default), stored as ``"-"`` for a slot
+    (``GAM_PATH`` by default), stored as ``"-"`` for a slot
     without GAM.
 
     Raises

@@ -3,16 +3,16 @@
 The plan, with the measured step times behind it, is in ``language_plan.md`` beside this
 module. In short:
 
-1. **Pilot** (:func:`pilot_grid`): one representative per family (:data:`REPRESENTATIVES`)
-   at the rates :data:`PILOT_LRS`, seed 0, :data:`PILOT_STEPS` steps.
+1. **Pilot** (:func:`pilot_grid`): one representative per family (``REPRESENTATIVES``)
+   at the rates ``PILOT_LRS``, seed 0, ``PILOT_STEPS`` steps.
 2. **Edge** (:func:`edge_grid`): where a representative's best rate is an end of
-   :data:`PILOT_LRS`, one more rate beyond it (:data:`EDGE_LRS`).
+   ``PILOT_LRS``, one more rate beyond it (``EDGE_LRS``).
 3. **Rule, stated before the pilot ran** (:func:`choose_rates`): each family trains at the
    rate of its representative's lowest validation bits per character after the pilot's
    steps (a tie goes to the smaller rate).
-4. **Main grid** (:func:`main_grid`): every slot of :data:`MAIN_SLOTS` (all but
-   :data:`DROPPED`) at its family's rate,
-   :data:`MAIN_STEPS` steps, seeds :data:`SEEDS`, **seed-major** (every slot for seed 0, then
+4. **Main grid** (:func:`main_grid`): every slot of ``MAIN_SLOTS`` (all but
+   ``DROPPED``) at its family's rate,
+   ``MAIN_STEPS`` steps, seeds ``SEEDS``, **seed-major** (every slot for seed 0, then
    seed 1, then seed 2), so that a grid cut short holds balanced seeds.
 """
 
@@ -63,7 +63,7 @@ TINY = {"d": 8, "layers": 1, "h": 2, "context": 16, "batch_size": 4, "eval_chars
 
 
 def family_of(slot: str) -> str:
-    """The family (a key of :data:`FAMILIES`) a slot takes its rate from."""
+    """The family (a key of ``FAMILIES``) a slot takes its rate from."""
     for family, slots in FAMILIES.items():
         if slot in slots:
             return family
@@ -71,7 +71,7 @@ def family_of(slot: str) -> str:
 
 
 def pilot_grid(steps: int = PILOT_STEPS, **sizes) -> list[LMRunConfig]:
-    """Every representative at every rate of :data:`PILOT_LRS` (seed 0), family by family."""
+    """Every representative at every rate of ``PILOT_LRS`` (seed 0), family by family."""
     return [
         LMRunConfig(slot, PILOT_SEED, lr=lr, steps=steps, **sizes)
         for slot in REPRESENTATIVES.values()

@@ -5,7 +5,7 @@
 - :func:`paired_differences`: per slot, ``test_bpc(slot, seed) - test_bpc(baseline, seed)``
   over the seeds both have (the same batches and the same shared initialisation, so the
   pairs share their luck), with the mean difference and its 95 % t-interval
-  (:func:`attnlab.study.stats.t_interval`, whose quantiles are tested against an
+  (``attnlab.study.stats.t_interval``, whose quantiles are tested against an
   integration of the t density);
 - :func:`language_table_markdown`, :func:`pilot_markdown`, :func:`language_summary`: the
   Markdown of ``summary.md``;

@@ -2,26 +2,26 @@
 
 Every model of the grid is chapter 11's :class:`~attnlab.lm.model.CharTransformer` (pre-norm
 decoder, GELU MLP, bias-free projections, learned/sinusoidal/rotary or no absolute
-positions) whose attention modules are swapped for one of :data:`LM_SLOTS`:
+positions) whose attention modules are swapped for one of ``LM_SLOTS``:
 
 - ``sdpa-learned``, ``sdpa-sinusoidal``, ``sdpa-rotary``: chapter 11's own
   :class:`~attnlab.lm.blocks.CausalSelfAttention` (PyTorch's ``is_causal`` kernel) with the
   three kinds of absolute positions; ``sdpa-matched`` is ``sdpa-learned`` made wider
-  (:data:`MATCHED_D`) to about the parameter count of ``gam-p2-b2``;
-- ``shaw``: :class:`attnlab.nn.ShawRelativeAttention` (clipping distance :data:`SHAW_K`), no
+  (``MATCHED_D``) to about the parameter count of ``gam-p2-b2``;
+- ``shaw``: ``attnlab.nn.ShawRelativeAttention`` (clipping distance ``SHAW_K``), no
   absolute positions;
 - ``luong``: :class:`attnlab.study.slots.LuongSelfAttention` (Luong's general score per
   head), learned positions;
 - ``gam-p1``, ``gam-p2``, ``gam-p2-b2``, ``gam-poly``, ``gam-poly-b2``:
-  :class:`attnlab.nn.GeneralizedAttention` (power 1 or 2, or the degree-2 polynomial; one or
+  ``attnlab.nn.GeneralizedAttention`` (power 1 or 2, or the degree-2 polynomial; one or
   two brains), learned positions;
-- ``gamrel``, ``gamrel-c1``: :class:`attnlab.nn.GAMRelativeAttention` (power 2, one brain,
+- ``gamrel``, ``gamrel-c1``: ``attnlab.nn.GAMRelativeAttention`` (power 2, one brain,
   linear combination, ``r`` embedded ``"scaled"``: chapter 10's best embedding for
   ``gam-p2``), no absolute positions; ``c1 = 0.5`` fixed, or learned
   (:class:`LearnedC1GAMRelative`).
 
 :class:`CausalSlot` gives each module the causal mask (``True`` where ``j <= i``). The GAM
-modules run one pinned path, :data:`GAM_PATH` (``"fused"``: the modules' default,
+modules run one pinned path, ``GAM_PATH`` (``"fused"``: the modules' default,
 ``need_weights=False``, one ``scaled_dot_product_attention`` call per brain; not slower
 than the explicit path in an interleaved measurement at this shape on one CPU thread, see
 ``language_plan.md``), recorded per row of the CSV.
@@ -52,7 +52,7 @@ SHAW_K = 32
 #: Width of ``sdpa-matched``: the multiple of 4 whose ``sdpa-learned`` model is closest in
 #: parameters to ``gam-p2-b2`` at d = 64 (checked in the tests).
 MATCHED_D = 76
-#: The paths a GAM module can take (``attnlab.nn.gam``); the grid pins :data:`GAM_PATH`.
+#: The paths a GAM module can take (``attnlab.nn.gam``); the grid pins ``GAM_PATH``.
 GAM_PATHS = ("explicit", "fused", "tiled", "recompute")
 GAM_PATH = "fused"
 
@@ -105,7 +105,7 @@ LM_SLOTS: dict[str, SlotSpec] = {
 
 
 def slot_path(slot: str) -> str:
-    """The GAM path a slot trains with (:data:`GAM_PATH`), or ``"-"`` for a slot without GAM."""
+    """The GAM path a slot trains with (``GAM_PATH``), or ``"-"`` for a slot without GAM."""
     return GAM_PATH if LM_SLOTS[slot].kind in ("gam", "gamrel") else "-"
 
 
@@ -118,7 +118,7 @@ class LearnedC1GAMRelative(GAMRelativeAttention):
 
     Shapes
     ------
-    As :class:`attnlab.nn.GAMRelativeAttention`.
+    As ``attnlab.nn.GAMRelativeAttention``.
     """
 
     def __init__(self, *args, **kwargs) -> None:
@@ -216,7 +216,7 @@ def build_lm(
     """The untrained model of a slot: chapter 11's model with the slot's causal attention.
 
     The shared parts (embedding, absolute position table, norms, MLPs, head) are drawn by
-    :func:`_redraw_shared` from ``seed`` alone; the attention modules from
+    ``_redraw_shared`` from ``seed`` alone; the attention modules from
     ``torch.manual_seed(seed)``, block after block.
 
     Raises
