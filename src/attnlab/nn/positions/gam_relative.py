@@ -184,6 +184,18 @@ class GAMRelativeAttention(nn.Module):
         (the tiled path of :class:`~attnlab.nn.gam.GeneralizedAttention`, with its default
         tiles). Default ``False``.
 
+    Attributes
+    ----------
+    embed : torch.nn.Linear
+        ``W^R`` and ``b^R`` (``n → d``); ``nn.Linear`` stores the weight as ``(d, n)``.
+    b_p : torch.nn.Parameter
+        The positional brains ``B^P``, ``(h, N_B, d, d)``, initialised like ``content.b``.
+    mix_s_logits : torch.nn.Parameter
+        ``(h, N_B)``, zeros at first; ``W^S`` is their softmax, ``mix_s_weights``.
+    content : attnlab.nn.gam.GeneralizedAttention
+        The content branch: brains ``content.b``, mixing ``content.mix_logits``, value and
+        output projections ``content.value`` and ``content.out_proj`` (``d → d``).
+
     Shapes
     ------
     ``y (batch, n, d)``; ``positions (n,)`` or ``(batch, n)`` integers (default
