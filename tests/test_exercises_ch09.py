@@ -33,7 +33,7 @@ def test_09_1_passes_the_addition_formulas():
 def test_09_1_fails_an_answer_right_only_for_k_at_least_0():
     only_forward = lambda k, d: _blocks(abs(k) * _omega(d))  # noqa: E731
     assert seeds_passed("09.1", only_forward, range(3000)) == []
-    assert "|k|" in first_failure("09.1", only_forward, 0)
+    assert "|Δ|" in first_failure("09.1", only_forward, 0)
 
 
 def test_09_1_fails_wrong_frequencies_and_the_library():
@@ -99,7 +99,7 @@ def previous_token_head(d, beta):
     "answer, named",
     [
         (lambda d, beta: (beta * shift_matrix(1, d), np.eye(d)), "next token"),
-        (lambda d, beta: (shift_matrix(-1, d), np.eye(d)), "factor β"),
+        (lambda d, beta: (shift_matrix(-1, d), np.eye(d)), "factor λ"),
         (lambda d, beta: (beta * shift_matrix(-1, d), beta * np.eye(d)), "twice"),
         (lambda d, beta: (beta * np.eye(d), np.eye(d)), "itself"),
     ],

@@ -14,15 +14,15 @@ def _shift_judge(got, case: Case) -> None:
     k, d, rows = case.private
     m = as_array(got, case.on)
     if m.shape != (d, d):
-        raise ExerciseFailure(f"for k={k}, d={d} expected a ({d}, {d}) matrix, got {m.shape}")
+        raise ExerciseFailure(f"for offset Δ={k}, d={d} expected a ({d}, {d}) matrix, got {m.shape}")
     pe = sinusoidal_positions(80, d)
     expect_close(pe[rows] @ m, case.expected, on=case.on)
 
 
 @exercise(
     "09.1", answer="shift_matrix",
-    passed="PE[p] @ M_k equals PE[p + k] for every tested p, on 14 (k, d): k = 0, negative "
-           "and positive k, d = 2, then random.",
+    passed="PE[p] @ M_Δ equals PE[p + Δ] for every tested p, on 14 (Δ, d): Δ = 0, negative "
+           "and positive Δ, d = 2, then random.",
     forbid=(
         "attnlab.positions.sinusoidal.sinusoidal_shift_matrix",
         "attnlab.positions.sinusoidal.sinusoidal_positions",
@@ -39,13 +39,13 @@ def _shift_matrix(rng: np.random.Generator) -> Iterator[Case]:
         if k:  # M_{-k} is what transposing every 2×2 rotation block gives
             back = np.arange(max(0, k), 80 - max(0, -k))
             m_back = np.linalg.lstsq(pe[back], pe[back - k], rcond=None)[0]
-            hints["your matrix shifts by |k| = −k: for negative k it must move back, "
-                  "θ = k ω_i < 0 (did you use |k|?)" if k < 0 else
-                  "your matrix shifts by −k: each 2×2 rotation block is transposed"] = m_back
+            hints["your matrix shifts by |Δ| = −Δ: for negative Δ it must move back, "
+                  "φ = Δ ω_t < 0 (did you use |Δ|?)" if k < 0 else
+                  "your matrix shifts by −Δ: each 2×2 rotation block is transposed"] = m_back
         yield Case(
             (k, d),
             pe[rows + k],
-            on=f"k={k}, d={d}, positions {rows[0]}..",
+            on=f"offset Δ={k}, d={d}, positions {rows[0]}..",
             judge=_shift_judge,
             hints=hints,
             private=(k, d, rows),
@@ -113,12 +113,12 @@ def _peak_judge(got, case: Case) -> None:
     close(got, case)
     s, offset = case.private
     if not np.all(np.argmax(as_array(got, case.on), axis=1) == (np.arange(s) + offset) % s):
-        raise ExerciseFailure(f"s={s}, offset={offset}: the largest logit is not the target")
+        raise ExerciseFailure(f"s={s}, offset Δ={offset}: the largest logit is not the target")
 
 
 @exercise(
     "09.3", answer="quadratic_logits",
-    passed="your logits match -alpha (o - offset)^2 with circular offset o on 14 cases "
+    passed="your logits match −γ (o − Δ)² with circular offset o on 14 cases "
            "(even and odd s, negative, zero and positive offsets, s = 1, then random).",
     forbid=(
         "attnlab.positions.conv_as_attention.circular_offsets",
@@ -137,7 +137,7 @@ def _quadratic_logits(rng: np.random.Generator) -> Iterator[Case]:
         o = circular_offsets(s).astype(float)
         hints = {}
         if offset:
-            hints["your peak sits at i − offset; the target key is i + offset"] = (
+            hints["your peak sits at i − Δ; the target key is i + Δ"] = (
                 -alpha * (o + offset) ** 2
             )
         j_minus_i = np.arange(s)[None, :] - np.arange(s)[:, None]
@@ -151,7 +151,7 @@ def _quadratic_logits(rng: np.random.Generator) -> Iterator[Case]:
         yield Case(
             (s, offset, alpha),
             -alpha * (o - offset) ** 2,
-            on=f"s={s}, offset={offset}, alpha={alpha:.3f}",
+            on=f"s={s}, offset Δ={offset}, γ={alpha:.3f}",
             judge=_peak_judge,
             hints=hints,
             private=(s, offset),
@@ -173,13 +173,13 @@ def _previous_judge(got, case: Case) -> None:
     if np.allclose(logits, case.expected, atol=1e-8, rtol=1e-6):
         return
     wrong = {
-        "your head attends to the next token (logits β PE_{i+1}·PE_j): the shift by −1 "
+        "your head attends to the next token (logits λ PE_{i+1}·PE_j): the shift by −1 "
         "belongs on the query side, q_i = PE_i M_{-1} = PE_{i-1}": beta * pe[2:] @ pe.T,
-        "the logits lack the factor β": pe[:-1] @ pe.T,
-        "β enters twice (β²): put it on the queries or on the keys, not on both": (
+        "the logits lack the factor λ": pe[:-1] @ pe.T,
+        "λ enters twice (λ²): put it on the queries or on the keys, not on both": (
             beta**2 * pe[:-1] @ pe.T
         ),
-        "your logits are β PE_i·PE_j: the head attends to the token itself; shift the "
+        "your logits are λ PE_i·PE_j: the head attends to the token itself; shift the "
         "queries back by one place": beta * pe[1:] @ pe.T,
     }
     rows = logits[: len(pe) - 2]  # the next-token logits exist for queries 1..62 only
@@ -191,8 +191,8 @@ def _previous_judge(got, case: Case) -> None:
 
 @exercise(
     "09.6", answer="previous_token_head",
-    passed="with your W_Q, W_K every logit of 64 sinusoidal positions is β PE_(i-1)·PE_j, on "
-           "11 (d, β): d = 2, d = 16, then random.",
+    passed="with your W_Q, W_K every logit of 64 sinusoidal positions is λ PE_(i-1)·PE_j, on "
+           "11 (d, λ): d = 2, d = 16, then random.",
     forbid=(
         "attnlab.positions.sinusoidal.sinusoidal_shift_matrix",
         "attnlab.positions.rotary.apply_rotary",
@@ -207,7 +207,7 @@ def _previous_token_head(rng: np.random.Generator) -> Iterator[Case]:
         yield Case(
             (d, beta),
             beta * pe[:-1] @ pe.T,  # row i - 1 of PE against every key: query i = 1..63
-            on=f"d={d}, beta={beta:.3g}",
+            on=f"d={d}, λ={beta:.3g}",
             judge=_previous_judge,
             private=(d, beta),
         )
