@@ -118,3 +118,27 @@ def test_09_6_the_head_attends_to_the_previous_token():
     ok, message = verdict("09.6", lambda d, beta: (
         beta * attnlab.sinusoidal_shift_matrix(-1, d), np.eye(d)))
     assert not ok and "sinusoidal_shift_matrix" in message
+
+
+def _rotary_shift(offset: int, d: int) -> np.ndarray:
+    """M_Δ from the library's torch RoPE: rotating the identity by −Δ (a loophole, not an answer)."""
+    import torch
+
+    from attnlab.nn.rotary import apply_rotary
+
+    eye = torch.eye(d, dtype=torch.float64)
+    return apply_rotary(eye, torch.full((d,), -offset)).numpy()
+
+
+def test_09_1_and_09_6_refuse_the_torch_rope_of_the_library():
+    # both passed before attnlab.nn.rotary.apply_rotary was forbidden (a fresh reader's find)
+    ok, message = verdict("09.1", _rotary_shift)
+    assert not ok and "apply_rotary" in message
+    ok, message = verdict("09.6", lambda d, scale: (scale * _rotary_shift(-1, d), np.eye(d)))
+    assert not ok and "apply_rotary" in message
+
+
+def test_09_1_names_both_causes_of_a_shift_by_minus_delta():
+    transposed = lambda offset, d: shift_matrix(offset, d).T  # noqa: E731  each block transposed
+    message = first_failure("09.1", transposed, 0)
+    assert "|Δ|" in message and "transpose" in message

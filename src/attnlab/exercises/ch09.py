@@ -27,6 +27,7 @@ def _shift_judge(got, case: Case) -> None:
         "attnlab.positions.sinusoidal.sinusoidal_shift_matrix",
         "attnlab.positions.sinusoidal.sinusoidal_positions",
         "attnlab.positions.rotary.apply_rotary",
+        "attnlab.nn.rotary.apply_rotary",
     ),
 )
 def _shift_matrix(rng: np.random.Generator) -> Iterator[Case]:
@@ -40,7 +41,8 @@ def _shift_matrix(rng: np.random.Generator) -> Iterator[Case]:
             back = np.arange(max(0, k), 80 - max(0, -k))
             m_back = np.linalg.lstsq(pe[back], pe[back - k], rcond=None)[0]
             hints["your matrix shifts by |Δ| = −Δ: for negative Δ it must move back, "
-                  "φ = Δ ω_t < 0 (did you use |Δ|?)" if k < 0 else
+                  "φ = Δ ω_t < 0 (did you use |Δ|, or transpose each 2×2 rotation block?)"
+                  if k < 0 else
                   "your matrix shifts by −Δ: each 2×2 rotation block is transposed"] = m_back
         yield Case(
             (k, d),
@@ -196,6 +198,7 @@ def _previous_judge(got, case: Case) -> None:
     forbid=(
         "attnlab.positions.sinusoidal.sinusoidal_shift_matrix",
         "attnlab.positions.rotary.apply_rotary",
+        "attnlab.nn.rotary.apply_rotary",
         "attnlab.positions.rotary.rotary_angles",
     ),
 )
