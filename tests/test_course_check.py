@@ -297,3 +297,36 @@ def test_run_forked_reports_values_errors_hangs_and_crashes():
         os.kill(os.getpid(), signal.SIGSEGV)
 
     assert run_forked(segfault, 10) == ("crash", signal.SIGSEGV)
+
+
+# ---- the "bounded" adapter: an answer's peak memory, measured with tracemalloc -----------------
+def test_bounded_adapter_passes_a_lean_answer_and_refuses_a_greedy_one():
+    import tracemalloc
+
+    from attnlab.course.adapters import adapt, traced_peak
+    from attnlab.course.spec import ExerciseFailure
+
+    x = np.ones(1000)
+    lean = adapt("bounded", lambda v: v * 2, (x, 64 * 1024))  # one 8 kB array
+    np.testing.assert_array_equal(lean, 2 * x)
+    greedy = lambda v: np.outer(v, v).sum(axis=0)  # noqa: E731 - an 8 MB intermediate
+    with pytest.raises(ExerciseFailure, match=r"peaked at 7\.\d+ MiB"):
+        adapt("bounded", greedy, (x, 64 * 1024))
+    assert not tracemalloc.is_tracing()  # started and stopped by the adapter
+    tracemalloc.start()  # a tracing already running is measured from where it stands, kept
+    try:
+        _ = np.ones(10**6)
+        peak, _ = traced_peak(lambda: np.ones(1000))
+        assert 8000 <= peak < 20_000 and tracemalloc.is_tracing()
+    finally:
+        tracemalloc.stop()
+
+
+def test_bounded_adapter_applies_in_the_graders_evaluation():
+    from attnlab.course import capture
+
+    x = np.ones(1000)
+    results = capture._evaluate_one(lambda v: np.outer(v, v).sum(axis=0), "bounded", 5.0,
+                                    [(x, 10**8), (x, 64 * 1024)])
+    assert list(results[0]) == ["ok"] and list(results[1]) == ["error"]
+    assert "memory peaked" in results[1]["error"]
