@@ -184,3 +184,46 @@ def test_08_2_reference_is_the_library_on_every_case():
         y, b, coeffs, _ = case.args
         assert np.allclose(case.expected, attnlab.gam_logits(y, b, f="poly", coeffs=coeffs)[0],
                            rtol=1e-10, atol=1e-10)
+
+
+def augmented_brain(w_q, w_k, b_q, b_k):
+    return np.block([[w_q @ w_k.T, w_q @ b_k.T], [b_q @ w_k.T, b_q @ b_k.T]]) / np.sqrt(
+        w_q.shape[1])
+
+
+@pytest.mark.parametrize(
+    "answer, named",
+    [
+        (lambda w_q, w_k, b_q, b_k: augmented_brain(w_q, w_k, b_q, b_k) * np.sqrt(w_q.shape[1]),
+         "1/√d_k"),
+        (lambda w_q, w_k, b_q, b_k: augmented_brain(w_q, w_k, b_q, b_k).T, None),
+        (lambda w_q, w_k, b_q, b_k: augmented_brain(w_q, w_k, 0 * b_q, b_k), None),
+        (lambda w_q, w_k, b_q, b_k: augmented_brain(w_q, w_k, b_q, b_k)[:-1, :-1], "M + 1"),
+    ],
+)
+def test_08_3_passes_the_augmented_brain_and_fails_the_mistakes(answer, named):
+    # 08.3 had no check (the reviewer: its harness was stripped from the student edition)
+    assert verdict("08.3", augmented_brain)[0]
+    assert seeds_passed("08.3", answer, range(50)) == []
+    if named:
+        assert named in first_failure("08.3", answer, 0)
+
+
+def test_08_3_reference_is_the_biased_attention_of_torch():
+    import torch
+
+    from attnlab.course.spec import get_spec
+
+    for case in get_spec("08.3").cases(np.random.default_rng(7)):
+        w_q, w_k, b_q, b_k = case.args
+        y, m = case.private
+        q = torch.nn.Linear(m, w_q.shape[1]).double()
+        k = torch.nn.Linear(m, w_q.shape[1]).double()
+        with torch.no_grad():
+            q.weight.copy_(torch.from_numpy(w_q.T))
+            q.bias.copy_(torch.from_numpy(b_q[0]))
+            k.weight.copy_(torch.from_numpy(w_k.T))
+            k.bias.copy_(torch.from_numpy(b_k[0]))
+            yt = torch.from_numpy(y)
+            logits = q(yt) @ k(yt).T / np.sqrt(w_q.shape[1])
+        assert np.allclose(case.expected, logits.numpy())

@@ -36,7 +36,7 @@ def _column_convention(got, case: Case) -> None:
 @exercise(
     "07.1",
     answer="bahdanau_scores",
-    passed="matches Luong's concat score with W_a = [W, U] on 22 cases (n ≠ m, d_q ≠ d_k, "
+    passed="matches Luong's concat score with W_cat = [W_1, W_2] on 22 cases (n ≠ m, d_q ≠ d_k, "
            "then random)",
     forbid=LUONG_FUNCTIONS,
 )

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from attnlab.course.spec import Case, ExerciseFailure, as_array, exercise
+from attnlab.course.spec import Case, ExerciseFailure, as_array, exercise, expect_close
 
 #: The library's GAM code, numpy and torch, private helpers included (whole modules), and
 #: torch's converters: 08.2 is a numpy exercise, and its memory bound is measured by tracemalloc,
@@ -168,4 +168,44 @@ def _poly_logits(rng: np.random.Generator) -> Iterator[Case]:
                f"numbers)",
             atol=1e-8,
             rtol=1e-8,
+        )
+
+
+def _augmented_judge(got, case: Case) -> None:
+    y, m = case.private
+    b = as_array(got, case.on)
+    if b.shape != (m + 1, m + 1):
+        raise ExerciseFailure(f"on {case.on}: B~ acts on (y, 1) of length M + 1 = {m + 1}: "
+                              f"expected shape {(m + 1, m + 1)}, got {b.shape}")
+    y_tilde = np.hstack([y, np.ones((len(y), 1))])
+    expect_close(y_tilde @ b @ y_tilde.T, case.expected, on=case.on, atol=1e-9)
+
+
+@exercise(
+    "08.3", answer="augmented_brain",
+    passed="GAM with your B~ on (y, 1) reproduces the logits of biased queries and keys on 12 "
+           "cases (M = 1, d_k = 1, then random).",
+)
+def _augmented_brain(rng: np.random.Generator) -> Iterator[Case]:
+    fixed = [(3, 2, 5), (1, 1, 3), (4, 1, 4), (2, 3, 6)]  # (M, d_k, n)
+    random = [tuple(int(v) for v in rng.integers(1, 6, size=3)) for _ in range(8)]
+    for m, d_k, n in fixed + random:
+        w_q, w_k = rng.normal(size=(m, d_k)), rng.normal(size=(m, d_k))
+        b_q, b_k = rng.normal(size=(1, d_k)), rng.normal(size=(1, d_k))
+        y = rng.normal(size=(n + 1, m))
+        right = np.block([[w_q @ w_k.T, w_q @ b_k.T], [b_q @ w_k.T, b_q @ b_k.T]])
+        hints = {
+            "B~ is missing the 1/√d_k, for all four blocks": right,
+            "the bias blocks are swapped: row M (the 1 of the query) holds b_Q W_K^T, column M "
+            "(the 1 of the key) W_Q b_K^T": np.block(
+                [[w_q @ w_k.T, (b_q @ w_k.T).T], [(w_q @ b_k.T).T, b_q @ b_k.T]]) / np.sqrt(d_k),
+            "the corner b_Q b_K^T is missing (the product of the two biases)": np.block(
+                [[w_q @ w_k.T, w_q @ b_k.T], [b_q @ w_k.T, np.zeros((1, 1))]]) / np.sqrt(d_k),
+        }
+        if d_k == 1:
+            hints.pop("B~ is missing the 1/√d_k, for all four blocks")
+        yield Case(
+            (w_q, w_k, b_q, b_k),
+            (y @ w_q + b_q) @ (y @ w_k + b_k).T / np.sqrt(d_k),  # the biased logits themselves
+            on=f"M={m}, d_k={d_k}", judge=_augmented_judge, hints=hints, private=(y, m),
         )
