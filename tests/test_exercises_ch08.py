@@ -227,3 +227,26 @@ def test_08_3_reference_is_the_biased_attention_of_torch():
             yt = torch.from_numpy(y)
             logits = q(yt) @ k(yt).T / np.sqrt(w_q.shape[1])
         assert np.allclose(case.expected, logits.numpy())
+
+
+def test_08_2_in_the_graders_evaluation(tmp_path):
+    # the grader calls the answer through the same adapter in its sandbox, and reads the
+    # results back from one .npz per exercise: the n = 2000 case must fit its size limit
+    from attnlab.course import capture
+    from attnlab.course.adapters import MAX_NPZ_BYTES, load_plain, save_plain
+    from attnlab.course.spec import get_spec
+    from attnlab.exercises import exercise_ids
+
+    exercise_ids()  # loads the chapters' specs
+    spec = get_spec("08.2")
+    cases = list(spec.cases(np.random.default_rng(9)))
+    found = capture._evaluate_one(poly_logits, spec.adapter, 20.0, [c.args for c in cases],
+                                  spec.forbid)
+    assert [list(r) for r in found] == [["ok"]] * len(cases)
+    save_plain(tmp_path / "08.2.npz", {"name": "poly_logits", "cases": tuple(found)})
+    assert (tmp_path / "08.2.npz").stat().st_size < MAX_NPZ_BYTES
+    back = load_plain(tmp_path / "08.2.npz")
+    assert np.allclose(back["cases"][-1]["ok"], cases[-1].expected)
+    refused = capture._evaluate_one(_pairwise, spec.adapter, 20.0, [c.args for c in cases],
+                                    spec.forbid)
+    assert "memory peaked" in refused[-1]["error"]
