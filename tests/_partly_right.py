@@ -10,6 +10,7 @@ import copy
 
 import numpy as np
 
+from attnlab.course.adapters import adapt
 from attnlab.course.check import run_spec
 from attnlab.course.spec import ExerciseFailure, get_spec, judge, to_plain
 from attnlab.exercises import exercise_ids
@@ -32,9 +33,10 @@ def always_fails(exercise_id, answer, phrase=""):
 def first_failure(exercise_id, answer, seed):
     """The message of the first case of draw ``seed`` that ``answer`` fails, else ``None``."""
     exercise_ids()
-    for case in get_spec(exercise_id).cases(np.random.default_rng(seed)):
-        try:
-            got = to_plain(answer(*copy.deepcopy(case.args)))
+    spec = get_spec(exercise_id)
+    for case in spec.cases(np.random.default_rng(seed)):
+        try:  # through the spec's adapter, as the check calls it (a memory bound included)
+            got = to_plain(adapt(spec.adapter, answer, copy.deepcopy(case.args)))
         except Exception as error:  # noqa: BLE001 - a wrong answer may crash: that fails it
             return f"raised {type(error).__name__}: {error}"
         try:

@@ -18,7 +18,6 @@ import pytest
 from attnlab.course.check import run_spec
 from attnlab.course.spec import get_spec
 from attnlab.exercises import check, exercise_ids
-from attnlab.softmax import softmax
 
 
 def _verdict(exercise_id: str, answer, **kwargs) -> tuple[bool, str]:
@@ -211,6 +210,19 @@ def test_overflow_cases_come_first(exercise_id):
 
 
 # ---- the other recognised mistakes, one wrong answer each ------------------------------------
+def _row_softmax(z):  # stable, but along the rows: the mistake 07.2 names
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _split_without_scale(b, d_k):  # W_Q W_K^T = B: the 1/√d_k inside B forgotten
+    u, s, vt = np.linalg.svd(b)
+    keep = min(d_k, len(b))
+    w_q, w_k = np.zeros((len(b), d_k)), np.zeros((len(b), d_k))
+    w_q[:, :keep], w_k[:, :keep] = u[:, :keep] * np.sqrt(s[:keep]), vt[:keep].T * np.sqrt(s[:keep])
+    return w_q, w_k
+
+
 def _triu_strict(s_q, s_k):
     i, j = np.indices((s_q, s_k))
     return i + s_k - s_q > j
@@ -226,11 +238,11 @@ WRONG_ANSWERS = {
         lambda image, p: image.reshape(-1, p * p * image.shape[2]),
         "strips of pixel rows",
     ),
-    "07.2": (
-        lambda q, w: softmax(w @ q, axis=1),
+    "07.2": (  # by hand: the library's softmax is unavailable in 07.2
+        lambda q, w: _row_softmax(w @ q),
         "each column (one query) must sum to 1",
     ),
-    "08.1": (lambda w_q, w_k: w_q @ w_k.T, "missing the 1/√d_k scale"),
+    "08.1": (lambda b, d_k: _split_without_scale(b, d_k), "B includes the 1/√d_k"),
 }
 
 
@@ -297,3 +309,36 @@ def test_run_forked_reports_values_errors_hangs_and_crashes():
         os.kill(os.getpid(), signal.SIGSEGV)
 
     assert run_forked(segfault, 10) == ("crash", signal.SIGSEGV)
+
+
+# ---- the "bounded" adapter: an answer's peak memory, measured with tracemalloc -----------------
+def test_bounded_adapter_passes_a_lean_answer_and_refuses_a_greedy_one():
+    import tracemalloc
+
+    from attnlab.course.adapters import adapt, traced_peak
+    from attnlab.course.spec import ExerciseFailure
+
+    x = np.ones(1000)
+    lean = adapt("bounded", lambda v: v * 2, (x, 64 * 1024))  # one 8 kB array
+    np.testing.assert_array_equal(lean, 2 * x)
+    greedy = lambda v: np.outer(v, v).sum(axis=0)  # noqa: E731 - an 8 MB intermediate
+    with pytest.raises(ExerciseFailure, match=r"peaked at 7\.\d+ MiB"):
+        adapt("bounded", greedy, (x, 64 * 1024))
+    assert not tracemalloc.is_tracing()  # started and stopped by the adapter
+    tracemalloc.start()  # a tracing already running is measured from where it stands, kept
+    try:
+        _ = np.ones(10**6)
+        peak, _ = traced_peak(lambda: np.ones(1000))
+        assert 8000 <= peak < 20_000 and tracemalloc.is_tracing()
+    finally:
+        tracemalloc.stop()
+
+
+def test_bounded_adapter_applies_in_the_graders_evaluation():
+    from attnlab.course import capture
+
+    x = np.ones(1000)
+    results = capture._evaluate_one(lambda v: np.outer(v, v).sum(axis=0), "bounded", 5.0,
+                                    [(x, 10**8), (x, 64 * 1024)])
+    assert list(results[0]) == ["ok"] and list(results[1]) == ["error"]
+    assert "memory peaked" in results[1]["error"]

@@ -248,3 +248,36 @@ def test_the_chapters_softmax_and_attention_exercises_refuse_the_aten_operators(
 
     assert not check("03.5", aten_attention)
     assert "torch.ops.aten.scaled_dot_product_attention" in capsys.readouterr().out
+
+
+# ---- the exercise module itself: a check's own reference is not an answer ---------------------
+def test_a_forbidden_module_covers_every_function_defined_in_it():
+    from attnlab.exercises import ch07
+
+    q, k, v = np.ones((1, 2, 3)), np.ones((1, 4, 2)), np.ones((1, 4, 1))
+    args = (q, k, v, np.ones((3, 2)), np.array([3]))
+    seen = _names(lambda: ch07.general_rows(*args), ["attnlab.exercises.ch07"])
+    assert seen == ["attnlab.exercises.ch07.general_rows"]  # its comprehension: one name
+    # what the module only imports (attnlab.softmax) is not covered, nor is numpy
+    assert _names(lambda: attnlab.softmax(np.ones(3)), ["attnlab.exercises.ch07"]) == []
+
+
+def test_every_chapter_spec_forbids_its_own_module_and_a_test_spec_does_not():
+    from attnlab.course.spec import get_spec, spec_ids
+    from attnlab.exercises import exercise_ids
+
+    exercise_ids()  # loads the chapter modules
+    chapter_specs = [get_spec(i) for i in spec_ids()
+                     if get_spec(i).cases.__module__.startswith("attnlab.exercises.")]
+    assert len(chapter_specs) > 20
+    for spec in chapter_specs:
+        assert spec.cases.__module__ in spec.forbid, spec.exercise_id
+    assert __name__ not in get_spec("99.41").forbid  # answers written in this file stay usable
+
+
+def test_an_answer_that_calls_the_checks_reference_fails(capsys):
+    from attnlab.exercises import ch08
+
+    assert not check("08.2", ch08.poly_pairwise)
+    out = capsys.readouterr().out
+    assert "`attnlab.exercises.ch08.poly_pairwise`" in out and "unavailable" in out

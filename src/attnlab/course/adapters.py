@@ -10,6 +10,7 @@ plain results come out.
 from __future__ import annotations
 
 import json
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,40 @@ def _needs_function(answer: Any) -> None:
 def _call(answer: Any, args: tuple[Any, ...]) -> Plain:
     _needs_function(answer)
     return to_plain(answer(*args))
+
+
+def traced_peak(fn: Callable[[], Any]) -> tuple[int, Any]:
+    """``(peak bytes, fn())``: the most memory traced by :mod:`tracemalloc` while ``fn`` ran,
+    above what was allocated when it started (numpy arrays and Python objects; not torch's
+    own allocator). A tracing already under way is left running."""
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        got = fn()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        if started:
+            tracemalloc.stop()
+    return max(int(peak), 0), got
+
+
+def _bounded(answer: Any, args: tuple[Any, ...]) -> Plain:
+    """``args = (*inputs, max_bytes)``: ``answer(*inputs)``, refused when the memory it
+    allocates while running peaks above ``max_bytes`` (the exercise forbids a large
+    intermediate array: the check measures instead of timing)."""
+    _needs_function(answer)
+    *inputs, max_bytes = args
+    peak, got = traced_peak(lambda: answer(*inputs))
+    if peak > int(max_bytes):
+        raise ExerciseFailure(
+            f"your answer's memory peaked at {peak / 2**20:.2f} MiB while it ran; this case "
+            f"allows {int(max_bytes) / 2**20:.2f} MiB: it builds an intermediate array far "
+            f"larger than the result, which the exercise asks you to avoid"
+        )
+    return to_plain(got)
 
 
 def _value(answer: Any, args: tuple[Any, ...]) -> Plain:
@@ -74,6 +109,7 @@ def _task(answer: Any, args: tuple[Any, ...]) -> Plain:
 
 ADAPTERS: dict[str, Callable[[Any, tuple[Any, ...]], Plain]] = {
     "call": _call,
+    "bounded": _bounded,
     "value": _value,
     "torch_mha": _torch_mha,
     "task": _task,

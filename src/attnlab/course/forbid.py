@@ -18,6 +18,9 @@ What is matched:
   ``F.scaled_dot_product_attention``): by equality of the built-in, or for a method
   descriptor by its name and the class of the object it is bound to;
 * a class: by the code of its ``__init__`` and ``forward`` (an ``nn.Module`` built or called);
+* a module (``attnlab.exercises.ch07``): every function defined in its file, by the code's
+  file name, so that an answer cannot call the check's own reference solution
+  (:func:`attnlab.course.spec.exercise` forbids the module of every chapter's spec);
 * a PyTorch operator (``torch.ops.aten._softmax``, or one overload of it such as
   ``torch.ops.aten._softmax.default``): by its qualified name (``aten::_softmax``) when its
   Python ``__call__`` runs, and by each overload's own built-in, so that calling the
@@ -66,6 +69,7 @@ class Targets:
     methods: list[tuple[str, type, str]] = field(default_factory=list)
     ops: dict[str, str] = field(default_factory=dict)
     op_calls: set[types.CodeType] = field(default_factory=set)
+    files: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -145,6 +149,12 @@ def resolve(names: Sequence[str]) -> Targets:
     targets = Targets()
     for name in names:
         obj = _lookup(name)
+        if isinstance(obj, types.ModuleType):
+            path = getattr(obj, "__file__", None)
+            if not isinstance(path, str):
+                raise ValueError(f"forbidden module {name!r} has no source file")
+            targets.files[path] = name
+            continue
         qualified = _operator_name(obj)
         if qualified is not None:
             _add_operator(obj, qualified, name, targets)
@@ -207,7 +217,7 @@ def forbidden(names: Sequence[str]) -> Iterator[ForbiddenCalls]:
 def watching(targets: Targets) -> Iterator[ForbiddenCalls]:
     """:func:`forbidden` for names already resolved with :func:`resolve`."""
     calls = ForbiddenCalls()
-    if not (targets.codes or targets.builtins or targets.methods or targets.ops):
+    if not (targets.codes or targets.builtins or targets.methods or targets.ops or targets.files):
         yield calls
         return
 
@@ -216,6 +226,13 @@ def watching(targets: Targets) -> Iterator[ForbiddenCalls]:
             name = targets.codes.get(frame.f_code)
             if name is None and frame.f_code in targets.op_calls:
                 name = targets.ops.get(_operator_name(frame.f_locals.get("self")) or "")
+            if name is None and targets.files:
+                module = targets.files.get(frame.f_code.co_filename)
+                if module is not None:
+                    code = frame.f_code
+                    outer = getattr(code, "co_qualname", code.co_name).split(".<")[0]
+                    name = f"{module}.{outer}"  # a comprehension inside counts as its function
+
             if name is not None:
                 calls.add(name)
         elif event == "c_call":

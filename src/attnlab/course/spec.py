@@ -78,6 +78,9 @@ class Spec:
 
 _SPECS: dict[str, Spec] = {}
 
+#: A spec registered from a module under this package forbids that whole module to the answer.
+EXERCISE_MODULES = "attnlab.exercises."
+
 
 def exercise(
     exercise_id: str, *, passed: str, adapter: str = "call", timeout: float = 20.0,
@@ -91,7 +94,9 @@ def exercise(
 
     ``forbid`` names the library functions the answer may not call (dotted names such as
     ``"attnlab.softmax"``): the exercise asks for what they compute, and a call to one of them
-    fails the case with a message that says so (:mod:`attnlab.course.forbid`).
+    fails the case with a message that says so (:mod:`attnlab.course.forbid`). A spec
+    defined in a module of ``attnlab.exercises`` also forbids that module: the answer may not
+    call the check's own reference functions.
 
     Re-registering the same function (same module and name, e.g. a re-run notebook cell)
     replaces it; a different function under a taken id raises ``ValueError``.
@@ -113,7 +118,10 @@ def exercise(
                     f"exercise {exercise_id!r} is registered twice: by {'.'.join(old)}"
                     f" and by {'.'.join(origin)}"
                 )
-        spec = Spec(exercise_id, fn, passed, adapter, timeout, answer, forbid)
+        module = getattr(fn, "__module__", "")
+        # an answer may never call the exercise module's own code (its reference solutions)
+        own = (module,) if module.startswith(EXERCISE_MODULES) and module not in forbid else ()
+        spec = Spec(exercise_id, fn, passed, adapter, timeout, answer, (*forbid, *own))
         _SPECS[exercise_id] = spec
         return spec
 
