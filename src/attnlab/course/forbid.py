@@ -18,6 +18,8 @@ What is matched:
   ``F.scaled_dot_product_attention``): by equality of the built-in, or for a method
   descriptor by its name and the class of the object it is bound to;
 * a class: by the code of its ``__init__`` and ``forward`` (an ``nn.Module`` built or called);
+* a module: every function and class defined in it, so that an exercise's spec can put its
+  own reference helpers (``attnlab.exercises.ch01``) out of the answer's reach;
 * a PyTorch operator (``torch.ops.aten._softmax``, or one overload of it such as
   ``torch.ops.aten._softmax.default``): by its qualified name (``aten::_softmax``) when its
   Python ``__call__`` runs, and by each overload's own built-in, so that calling the
@@ -43,6 +45,7 @@ Examples
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import threading
 import types
@@ -51,7 +54,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ForbiddenCalls", "Targets", "forbidden", "message", "resolve", "watching"]
+__all__ = ["OPTIONAL_PACKAGES", "ForbiddenCalls", "Targets", "forbidden", "message", "resolve",
+           "watching"]
+
+#: Packages that may be missing where an answer runs (Colab has scipy, this book's environment
+#: need not): a forbidden name inside one of them is skipped when the package is not installed,
+#: since an answer cannot call it there. Any other name that does not import is the spec's
+#: mistake and is refused.
+OPTIONAL_PACKAGES = frozenset({"scipy"})
 
 _BUILTIN = types.BuiltinFunctionType
 _DESCRIPTORS = (types.MethodDescriptorType, types.ClassMethodDescriptorType)
@@ -96,6 +106,10 @@ def _lookup(name: str) -> Any:
         except AttributeError:
             break
         return obj
+    try:  # a module not yet imported as an attribute of its package
+        return importlib.import_module(name)
+    except ImportError:
+        pass
     raise ValueError(f"forbidden name {name!r} does not name an importable object")
 
 
@@ -140,10 +154,23 @@ def _add_operator(obj: Any, qualified: str, name: str, targets: Targets) -> None
             targets.builtins.append((builtin, name))
 
 
+def _not_installed(name: Any) -> bool:
+    """``True`` for a name in one of :data:`OPTIONAL_PACKAGES` that is not installed here."""
+    if not isinstance(name, str):
+        return False
+    package = name.split(".", 1)[0]
+    return package in OPTIONAL_PACKAGES and importlib.util.find_spec(package) is None
+
+
 def resolve(names: Sequence[str]) -> Targets:
-    """Turn dotted names into what :func:`forbidden` matches; ``ValueError`` on a bad name."""
+    """Turn dotted names into what :func:`forbidden` matches; ``ValueError`` on a bad name.
+
+    A name inside a package of :data:`OPTIONAL_PACKAGES` that is not installed is skipped.
+    """
     targets = Targets()
     for name in names:
+        if _not_installed(name):
+            continue
         obj = _lookup(name)
         qualified = _operator_name(obj)
         if qualified is not None:
@@ -154,6 +181,13 @@ def resolve(names: Sequence[str]) -> Targets:
             continue
         if isinstance(obj, _BUILTIN):
             targets.builtins.append((obj, name))
+            continue
+        if isinstance(obj, types.ModuleType):  # every function and class defined in it
+            members = [m for m in vars(obj).values() if getattr(m, "__module__", None)
+                       == obj.__name__ and (isinstance(m, type) or callable(m))]
+            for member in members:
+                for code in _python_codes(member):
+                    targets.codes.setdefault(code, f"{name}.{member.__name__}")
             continue
         codes = _python_codes(obj)
         if not codes:
