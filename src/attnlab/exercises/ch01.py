@@ -55,7 +55,7 @@ def _moving_average(rng: np.random.Generator) -> Iterator[Case]:
         yield Case(
             (half, d),
             _window_means(x, half),
-            on=f"for C={half}, d={d}",
+            on=f"C={half}, d={d}",
             judge=_kernel_judge,
             hints=hints if width > 1 or d > 1 else {},
             private=(x, (width, d, d)),
