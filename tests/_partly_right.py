@@ -7,6 +7,7 @@ draw, so the tests of chapters 06–09 run an answer against the cases of many s
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 
@@ -28,6 +29,16 @@ def always_fails(exercise_id, answer, phrase=""):
         ok, message = verdict(exercise_id, answer)
         assert not ok, f"{exercise_id}: a partly right answer passed"
         assert phrase in message, message
+
+
+def refused_loophole(exercise_id, answer, phrase=""):
+    """``answer`` is right (it passes the cases once nothing is forbidden), and the real check
+    refuses it on 10 fresh draws with ``phrase`` in each message: the library hands it over."""
+    exercise_ids()
+    unguarded = dataclasses.replace(get_spec(exercise_id), forbid=())
+    ok, message = run_spec(unguarded, answer)
+    assert ok, f"{exercise_id}: the loophole answer is not even right: {message}"
+    always_fails(exercise_id, answer, phrase)
 
 
 def first_failure(exercise_id, answer, seed):

@@ -26,23 +26,24 @@ def _verdict(exercise_id: str, answer, **kwargs) -> tuple[bool, str]:
 
 
 def concat_heads(heads):
-    h, s, d_v = heads.shape
-    return heads.transpose(1, 0, 2).reshape(s, h * d_v)
+    b, h, s, d_v = heads.shape
+    return heads.transpose(2, 0, 1, 3).reshape(s, b, h * d_v)
 
 
 # ---- cheats ---------------------------------------------------------------------------------
 def test_an_honest_answer_passes_with_the_unchanged_message(capsys):
     assert check("05.1", concat_heads) is True
     assert capsys.readouterr().out == (
-        "Exercise 05.1: passed. row t is [head 0 at t, head 1 at t, ...] on 20 random stacks\n"
+        "Exercise 05.1: passed. entry [t, n] is [head 0 at (n, t), head 1 at (n, t), ...] on 20 "
+        "random batches (b = 1, h = 1, s = 1 and b, h, s all different included)\n"
     )
 
 
 def test_mutating_the_inputs_does_not_move_the_reference():
     def cheat(heads):  # zero the input, return zeros: passes when the reference comes after
         heads[...] = 0.0
-        h, s, d_v = heads.shape
-        return np.zeros((s, h * d_v))
+        b, h, s, d_v = heads.shape
+        return np.zeros((s, b, h * d_v))
 
     passed, message = _verdict("05.1", cheat)
     assert not passed and "expected" in message
@@ -69,8 +70,8 @@ def test_an_array_subclass_that_lies_in_ufuncs_is_compared_as_plain_data():
             return np.True_
 
     def cheat(heads):
-        h, s, d_v = heads.shape
-        return np.zeros((s, h * d_v)).view(Lying)
+        b, h, s, d_v = heads.shape
+        return np.zeros((s, b, h * d_v)).view(Lying)
 
     passed, _ = _verdict("05.1", cheat)
     assert not passed
@@ -110,16 +111,16 @@ def test_the_expected_value_is_not_reachable_from_the_callers_frames():
     seen = []
 
     def cheat(heads):
-        h, s, d_v = heads.shape
+        b, h, s, d_v = heads.shape
         frame = sys._getframe(1)
         while frame is not None:
             for value in list(frame.f_locals.values()):
                 for arr in _arrays_in(value):
                     seen.append(arr.shape)
-                    if arr.shape == (s, h * d_v):
+                    if arr.shape == (s, b, h * d_v):
                         return arr
             frame = frame.f_back
-        return np.zeros((s, h * d_v))
+        return np.zeros((s, b, h * d_v))
 
     passed, _ = _verdict("05.1", cheat)
     assert not passed
@@ -168,8 +169,8 @@ def test_check_outside_the_main_thread_still_works():
 
 # ---- common mistakes are named --------------------------------------------------------------
 def test_05_1_reshape_without_transpose_is_named():
-    passed, message = _verdict("05.1", lambda heads: heads.reshape(heads.shape[1], -1))
-    assert not passed and "heads = arange(12)" in message and "transpose" in message
+    passed, message = _verdict("05.1", lambda st: st.reshape(st.shape[2], st.shape[0], -1))
+    assert not passed and "stack = arange(24)" in message and "transpose" in message
 
 
 def test_04_3_finfo_min_masking_is_named():

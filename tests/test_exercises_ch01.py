@@ -83,3 +83,32 @@ def test_01_2_a_kernel_for_equal_widths_only_fails():
         return out
 
     _always_fails("01.2", square_only)
+
+
+# ---- loopholes a fresh reader found (s6-01): the layer and the reference must not be used ----
+def test_01_2_probing_the_layer_with_impulses_is_refused():
+    from _partly_right import refused_loophole
+
+    from attnlab.conv import local_context
+
+    def probed(k1, k2):  # K_c = response at token c of the stack to impulses at token 0
+        c = len(k1) // 2 + len(k2) // 2
+        s, d = 2 * c + 1, k1.shape[1]
+        out = np.zeros((s, d, k2.shape[2]))
+        for channel in range(d):
+            x = np.zeros((s, d))
+            x[0, channel] = 1.0
+            y = local_context(local_context(x, k1), k2)  # y_i = sum_j x_{i+j} K_j = K_{-i}
+            for j in range(-c, c + 1):
+                out[c + j, channel] = y[-j % s]
+        return out
+
+    refused_loophole("01.2", probed, "local_context")
+
+
+def test_01_2_the_checks_own_reference_is_refused():
+    from _partly_right import refused_loophole
+
+    from attnlab.exercises import ch01
+
+    refused_loophole("01.2", lambda a, b: ch01._compose_kernels(a, b, 1), "_compose_kernels")

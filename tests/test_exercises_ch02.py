@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 from _partly_right import always_fails as _always_fails
+from _partly_right import refused_loophole as _refused
 from _partly_right import verdict as _verdict
 
 
@@ -117,3 +118,66 @@ def test_02_1_a_naive_exp_is_named_not_shown_as_nan():
 
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         _always_fails("02.1", naive, "subtract the largest score first")
+
+
+# ---- loopholes a fresh reader found (s6-02): the library's answer must fail ----------------
+def test_02_1_the_library_softmax_and_attention_are_unavailable():
+    import torch
+    import torch.nn.functional as F
+
+    from attnlab import scaled_dot_product_attention, softmax
+
+    _refused("02.1", lambda q, k, v, t: softmax(k @ q / t) @ v, "`attnlab.softmax`")
+    _refused("02.1", lambda q, k, v, t: scaled_dot_product_attention(
+        q[None], k, v, scale=1 / t)[0][0], "unavailable")
+
+    def fused(q, k, v, t):
+        q, k, v = (torch.from_numpy(np.asarray(a, dtype=float)) for a in (q, k, v))
+        return F.scaled_dot_product_attention(q[None], k, v, scale=1 / t)[0].numpy()
+
+    _refused("02.1", fused, "scaled_dot_product_attention")
+
+
+def test_02_2_fused_attention_with_identity_keys_is_unavailable():
+    import torch
+    import torch.nn.functional as F
+
+    def identity_attention(x):  # softmax(x I^T) I = softmax(x)
+        t = torch.from_numpy(np.atleast_2d(np.asarray(x, dtype=float)))
+        eye = torch.eye(t.shape[-1], dtype=t.dtype)
+        return F.scaled_dot_product_attention(t, eye, eye, scale=1.0).reshape(np.shape(x)).numpy()
+
+    _refused("02.2", identity_attention, "scaled_dot_product_attention")
+
+
+def test_02_4_forward_mode_differentiation_is_unavailable():
+    import torch
+    import torch.autograd.forward_ad as fwad
+
+    def columns_by_jvp(z):
+        t = torch.tensor(z, dtype=torch.float64)
+        f = lambda u: torch.exp(u - u.max()) / torch.exp(u - u.max()).sum()  # noqa: E731
+        cols = [torch.func.jvp(f, (t,), (torch.eye(len(z), dtype=t.dtype)[k],))[1]
+                for k in range(len(z))]
+        return torch.stack(cols, dim=1).numpy()
+
+    _refused("02.4", columns_by_jvp, "torch.func.jvp")
+
+    def dual_numbers(z):
+        t = torch.tensor(z, dtype=torch.float64)
+        cols = []
+        with fwad.dual_level():
+            for k in range(len(z)):
+                u = fwad.make_dual(t, torch.eye(len(z), dtype=t.dtype)[k])
+                p = torch.exp(u - t.max()) / torch.exp(u - t.max()).sum()
+                cols.append(fwad.unpack_dual(p).tangent)
+        return torch.stack(cols, dim=1).numpy()
+
+    _refused("02.4", dual_numbers, "unavailable")
+
+    def hessian_trick(z):  # the Jacobian of p is the Hessian of the log-sum-exp
+        t = torch.tensor(z, dtype=torch.float64)
+        return torch.autograd.functional.hessian(
+            lambda u: u.max() + torch.log(torch.exp(u - u.max()).sum()), t).numpy()
+
+    _refused("02.4", hessian_trick, "unavailable")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from _partly_right import always_fails as _always_fails
+from _partly_right import refused_loophole as _refused
 from _partly_right import verdict as _verdict
 
 
@@ -152,3 +153,44 @@ def test_03_4_an_honest_answer_passes():
         return u[:, :d_k] * sv[:d_k], vt[:d_k].T
 
     assert _verdict("03.4", factorise)[0]
+
+
+def test_03_5_every_attention_function_of_the_library_is_unavailable():
+    # s6-03: Shaw's attention with zero position tables, and the tiled kernel, passed
+    import torch
+
+    import attnlab
+    from attnlab.nn.tiled import tiled_attention
+
+    def mask_of(lengths, s):
+        return np.tri(s, dtype=bool) & left_padding_mask(lengths, s)
+
+    def shaw(x, w_q, w_k, w_v, lengths):
+        m, d_k, d_v = mask_of(lengths, x.shape[1]), w_q.shape[1], w_v.shape[1]
+        out = [attnlab.shaw_attention(x[i] @ w_q, x[i] @ w_k, x[i] @ w_v, np.zeros((1, d_k)),
+                                      np.zeros((1, d_v)), mask=m[i])[0] for i in range(len(x))]
+        return np.stack(out)
+
+    _refused("03.5", shaw, "attnlab.shaw_attention")
+
+    def tiled(x, w_q, w_k, w_v, lengths):
+        m = torch.from_numpy(mask_of(lengths, x.shape[1]))
+        q, k, v = (torch.from_numpy(x @ w) for w in (w_q, w_k, w_v))
+        return tiled_attention(q, k, v, mask=m).numpy()
+
+    _refused("03.5", tiled, "tiled_attention")
+
+
+def test_03_5_a_nan_row_is_explained():
+    # s6-03: a plain numpy softmax failed with "expected 0, got nan" and no hint
+    def plain(x, w_q, w_k, w_v, lengths):
+        b, s, _ = x.shape
+        keys = np.arange(s)[None, None, :]
+        allowed = (keys >= s - lengths[:, None, None]) & np.tri(s, dtype=bool)
+        z = np.where(allowed, (x @ w_q) @ (x @ w_k).transpose(0, 2, 1) / np.sqrt(w_q.shape[1]),
+                     -np.inf)
+        e = np.exp(z - z.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True) @ (x @ w_v)
+
+    with np.errstate(invalid="ignore"):
+        _always_fails("03.5", plain, "divides 0 by 0")

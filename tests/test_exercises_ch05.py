@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from _partly_right import always_fails as _always_fails
+from _partly_right import refused_loophole as _refused
 from _partly_right import verdict as _verdict
 
 
@@ -12,13 +13,37 @@ from _partly_right import verdict as _verdict
 def test_05_1_merge_heads_is_unavailable():
     from attnlab import merge_heads
 
-    _always_fails("05.1", merge_heads, "attnlab.merge_heads")
-    _always_fails("05.1", lambda stack: merge_heads(stack) + 0.0, "unavailable")
+    _always_fails("05.1", lambda st: merge_heads(st).transpose(1, 0, 2), "attnlab.merge_heads")
+    _always_fails("05.1", lambda st: merge_heads(st).transpose(1, 0, 2) + 0.0, "unavailable")
 
 
 def test_05_1_honest_answers_pass():
-    assert _verdict("05.1", lambda st: st.transpose(1, 0, 2).reshape(st.shape[1], -1))[0]
-    assert _verdict("05.1", lambda st: np.concatenate(list(st), axis=-1))[0]
+    assert _verdict("05.1", lambda st: st.transpose(2, 0, 1, 3).reshape(
+        st.shape[2], st.shape[0], -1))[0]
+    assert _verdict("05.1", lambda st: np.concatenate(list(st.transpose(1, 2, 0, 3)), axis=-1))[0]
+
+
+def test_05_1_the_chapters_own_line_does_not_answer_it():
+    # s6-05: cell 8's einsum line passed 05.1; the batched, sequence-first layout needs more
+    def pasted(stack):
+        h, s, d_v = stack.shape
+        return np.einsum("hsv->shv", stack).reshape(s, h * d_v)
+
+    _always_fails("05.1", pasted)
+
+
+def test_05_1_partly_right_answers_fail_with_the_mistake_named():
+    def shape_of(st):
+        return st.shape[2], st.shape[0], st.shape[1] * st.shape[3]
+
+    _always_fails("05.1", lambda st: st.reshape(shape_of(st)), "mixes items")
+    _always_fails("05.1", lambda st: st.transpose(0, 2, 1, 3).reshape(shape_of(st)),
+                  "batch-first")
+    _always_fails("05.1", lambda st: st.transpose(2, 0, 3, 1).reshape(shape_of(st)),
+                  "interleave")
+    # right for one item only: the batch axis dropped and put back
+    _always_fails("05.1", lambda st: st[0].transpose(1, 0, 2).reshape(
+        st.shape[2], 1, -1).repeat(st.shape[0], axis=1))
 
 
 # ---- 05.4 ------------------------------------------------------------------------------------
@@ -87,3 +112,19 @@ def test_05_4_partly_right_answers_fail_with_the_mistake_named():
             return (e / e.sum(-1, keepdims=True) @ v).transpose(1, 0, 2).reshape(s, d) @ w_out.T
 
         _always_fails("05.4", nan_rows, "NaN")
+
+
+def test_05_4_the_tiled_kernel_is_unavailable():
+    # s6-05: unpacking the weights and calling attnlab's tiled attention passed
+    import torch
+
+    from attnlab.nn.tiled import tiled_attention
+
+    def tiled(x, w_in, w_out, h, mask):
+        s, d = x.shape
+        q, k, v = (torch.from_numpy((x @ b.T).reshape(s, h, d // h).transpose(1, 0, 2))
+                   for b in np.split(w_in, 3))
+        heads = tiled_attention(q, k, v, mask=torch.from_numpy(mask)).numpy()
+        return heads.transpose(1, 0, 2).reshape(s, d) @ w_out.T
+
+    _refused("05.4", tiled, "tiled_attention")

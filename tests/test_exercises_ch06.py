@@ -65,3 +65,20 @@ def test_06_2():
     assert seeds_passed("06.2", no_self, range(100)) == []
     squeezed = lambda w, labels: same_label_mass(w, labels).squeeze()  # noqa: E731
     assert seeds_passed("06.2", squeezed, range(100)) == []
+
+
+def test_06_2_wrapping_the_library_measurement_is_refused():
+    # s6-06: head_masses with a stand-in model returned the answer
+    from types import SimpleNamespace
+
+    import torch
+    from _partly_right import refused_loophole
+
+    from attnlab.nn.image_heads import head_masses
+
+    def wrapped(weights, labels):
+        task = SimpleNamespace(tokens=np.zeros((1, len(labels), 1)), colours=labels[None],
+                               textures=labels[None])
+        return head_masses(lambda x: (None, torch.tensor(weights[None])), task)[0]
+
+    refused_loophole("06.2", wrapped, "head_masses")

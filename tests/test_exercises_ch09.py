@@ -121,7 +121,7 @@ def test_09_6_the_head_attends_to_the_previous_token():
 
 
 def _rotary_shift(offset: int, d: int) -> np.ndarray:
-    """M_Δ from the library's torch RoPE: rotating the identity by −Δ (a loophole, not an answer)."""
+    """M_Δ from the library's torch RoPE, the identity rotated by −Δ (a loophole, no answer)."""
     import torch
 
     from attnlab.nn.rotary import apply_rotary

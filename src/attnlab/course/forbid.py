@@ -46,6 +46,7 @@ Examples
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import threading
 import types
@@ -54,7 +55,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ForbiddenCalls", "Targets", "forbidden", "message", "resolve", "watching"]
+__all__ = ["OPTIONAL_PACKAGES", "ForbiddenCalls", "Targets", "forbidden", "message", "resolve",
+           "watching"]
+
+#: Packages that may be missing where an answer runs (Colab has scipy, this book's environment
+#: need not): a forbidden name inside one of them is skipped when the package is not installed,
+#: since an answer cannot call it there. Any other name that does not import is the spec's
+#: mistake and is refused.
+OPTIONAL_PACKAGES = frozenset({"scipy"})
 
 _BUILTIN = types.BuiltinFunctionType
 _DESCRIPTORS = (types.MethodDescriptorType, types.ClassMethodDescriptorType)
@@ -100,6 +108,10 @@ def _lookup(name: str) -> Any:
         except AttributeError:
             break
         return obj
+    try:  # a module not yet imported as an attribute of its package
+        return importlib.import_module(name)
+    except ImportError:
+        pass
     raise ValueError(f"forbidden name {name!r} does not name an importable object")
 
 
@@ -144,10 +156,23 @@ def _add_operator(obj: Any, qualified: str, name: str, targets: Targets) -> None
             targets.builtins.append((builtin, name))
 
 
+def _not_installed(name: Any) -> bool:
+    """``True`` for a name in one of :data:`OPTIONAL_PACKAGES` that is not installed here."""
+    if not isinstance(name, str):
+        return False
+    package = name.split(".", 1)[0]
+    return package in OPTIONAL_PACKAGES and importlib.util.find_spec(package) is None
+
+
 def resolve(names: Sequence[str]) -> Targets:
-    """Turn dotted names into what :func:`forbidden` matches; ``ValueError`` on a bad name."""
+    """Turn dotted names into what :func:`forbidden` matches; ``ValueError`` on a bad name.
+
+    A name inside a package of :data:`OPTIONAL_PACKAGES` that is not installed is skipped.
+    """
     targets = Targets()
     for name in names:
+        if _not_installed(name):
+            continue
         obj = _lookup(name)
         if isinstance(obj, types.ModuleType):
             path = getattr(obj, "__file__", None)

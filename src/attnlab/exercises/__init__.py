@@ -3,7 +3,7 @@
 A learner writes an answer in the notebook and calls::
 
     from attnlab.exercises import check
-    check("01.2", moving_average_kernel)
+    check("01.1", moving_average_kernel)
 
 The check tests the answer's *behaviour* on fresh random cases against references computed
 before the answer runs (never against a stored output), prints what passed or what was

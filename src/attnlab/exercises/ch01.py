@@ -27,7 +27,7 @@ def _window_means(x: np.ndarray, half: int) -> np.ndarray:
 
 
 @exercise(
-    "01.1", answer="moving_average_kernel",
+    "01.1", answer="moving_average_kernel", forbid=(__name__,),
     passed="local_context with your kernel averages every window on 10 random sequences "
     "and on C = 0 ... 3 with one and four channels.",
 )
@@ -55,11 +55,22 @@ def _moving_average(rng: np.random.Generator) -> Iterator[Case]:
         yield Case(
             (half, d),
             _window_means(x, half),
-            on=f"for C={half}, d={d}",
+            on=f"C={half}, d={d}",
             judge=_kernel_judge,
             hints=hints if width > 1 or d > 1 else {},
             private=(x, (width, d, d)),
         )
+
+
+#: 01.2 asks for the composed kernel from the algebra: probing the layer with impulses (as
+#: the chapter's layer_matrix does) or calling this module's own reference hands it over.
+KERNEL_FORBID = (
+    "attnlab.conv.local_context",
+    "torch.nn.functional.conv1d",
+    "torch.conv1d",
+    "torch.nn.Conv1d",
+    __name__,
+)
 
 
 def _compose_kernels(k1: np.ndarray, k2: np.ndarray, sign: int, swap: bool = False) -> np.ndarray:
@@ -75,7 +86,7 @@ def _compose_kernels(k1: np.ndarray, k2: np.ndarray, sign: int, swap: bool = Fal
 
 
 @exercise(
-    "01.2", answer="compose_kernels",
+    "01.2", answer="compose_kernels", forbid=KERNEL_FORBID,
     passed="one layer with your kernel equals the two-layer stack on 10 random cases and "
     "6 fixed ones (C1 != C2, a zero half-width, three different widths).",
 )

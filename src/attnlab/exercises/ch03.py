@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from attnlab.course.spec import Case, ExerciseFailure, as_array, exercise, expect_close, mask_equal
+from attnlab.exercises.ch02 import SDPA_FORBID, _finite_then_close
 
 #: Sizes every mask check covers: the two smallest, then every size up to the largest drawn.
 _SIZES = range(1, 13)
@@ -28,7 +29,7 @@ def _causal(s_q: int, s_k: int, offset: int | None = None) -> np.ndarray:
 
 
 @exercise(
-    "03.2", answer="causal_mask",
+    "03.2", answer="causal_mask", forbid=(__name__,),
     passed="correct for every square size 1..12 and for fewer queries than keys (s_k up to 12)",
 )
 def _causal_mask(rng: np.random.Generator) -> Iterator[Case]:
@@ -64,7 +65,7 @@ def _left_padding(lengths: np.ndarray, s: int) -> np.ndarray:
 
 
 @exercise(
-    "03.3", answer="left_padding_mask",
+    "03.3", answer="left_padding_mask", forbid=(__name__,),
     passed="correct (shape (b, 1, s); lengths 0 and s in every batch) on 14 batches",
 )
 def _left_padding_mask(rng: np.random.Generator) -> Iterator[Case]:
@@ -112,7 +113,7 @@ def _factor_judge(got, case: Case) -> None:
 
 
 @exercise(
-    "03.4", answer="factorise",
+    "03.4", answer="factorise", forbid=(__name__,),
     passed="W_Q W_K^T reproduces W_QK (ranks 0..d_k, shapes (d, d_k)) on 10 random matrices "
     "and 5 fixed ones (d_k = 1, d_k = d, W_QK = 0)",
 )
@@ -165,26 +166,38 @@ def _masks(lengths: np.ndarray, s: int) -> np.ndarray:
     return _causal(s, s)[None] & _left_padding(lengths, s)
 
 
+#: Every attnlab function or module that computes (masked) attention, and torch's: 03.5 asks
+#: for it, and any of them with zero position tables or default tiles is the answer.
 ATTENTION_FORBID = (
     "attnlab.self_attention",
-    "attnlab.scaled_dot_product_attention",
     "attnlab.multi_head_attention",
-    "attnlab.nn.scaled_dot_product_attention",
+    "attnlab.gam_attention",
+    "attnlab.shaw_attention",
+    "attnlab.gam_relative_attention",
+    "attnlab.positions.gam_relative.gam_position_weights",
     "attnlab.nn.masked_softmax",
-    "torch.nn.functional.scaled_dot_product_attention",
-    "torch.nn.functional.multi_head_attention_forward",
-    "torch.nn.MultiheadAttention",
-    "torch.ops.aten.scaled_dot_product_attention",
-    "torch.ops.aten._scaled_dot_product_attention_math",
-    "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
-    "torch.ops.aten._scaled_dot_product_efficient_attention",
-    "torch.ops.aten._native_multi_head_attention",
+    "attnlab.nn.ScaledDotProductAttention",
+    "attnlab.nn.multihead.AttentionHead",
+    "attnlab.nn.multihead.MultiHeadAttention",
+    "attnlab.nn.grouped.grouped_query_attention",
+    "attnlab.nn.tiled.tiled_attention",
+    "attnlab.nn.gam_fused.gam_fused_heads",
+    "attnlab.nn.gam.GeneralizedAttention",
+    "attnlab.nn.luong_attention.LuongAttention",
+    "attnlab.nn.positions.shaw.ShawRelativeAttention",
+    "attnlab.nn.positions.gam_relative.GAMRelativeAttention",
+    "attnlab.study.slots.SelfAttentionSlot",
+    "attnlab.study.slots.LuongSelfAttention",
+    "attnlab.study.slots.CorpusShawAttention",
+    "attnlab.study.lm_slots.LearnedC1GAMRelative",
+    "attnlab.study.models.Block",
     "torch.ops.aten._masked_softmax",
+    *SDPA_FORBID,
 )
 
 
 @exercise(
-    "03.5", answer="masked_self_attention", forbid=ATTENTION_FORBID,
+    "03.5", answer="masked_self_attention", forbid=(*ATTENTION_FORBID, __name__),
     passed="matches a loop over queries on 12 left-padded causal batches, empty and full "
     "items, d_k = 1 and d_k != d included",
 )
@@ -223,8 +236,12 @@ def _masked_self_attention(rng: np.random.Generator) -> Iterator[Case]:
                 *args, np.broadcast_to(_left_padding(lengths, s), (b, s, s)), scale),
         }
         expected = _attend(*args, allowed, scale)
+        on = f"b={b}, s={s}, d={d}, d_k={d_k}, d_v={d_v}, lengths={lengths.tolist()}"
         yield Case(
-            (x, w_q, w_k, w_v, lengths), expected,
-            on=f"b={b}, s={s}, d={d}, d_k={d_k}, d_v={d_v}, lengths={lengths.tolist()}",
+            (x, w_q, w_k, w_v, lengths), expected, on=on,
             hints={k: v for k, v in hints.items() if not np.allclose(v, expected)},
+            judge=_finite_then_close,
+            private=f"on {on}: your output has NaN. A query with no allowed key (a padding "
+            "position) has every logit -inf, and a softmax written as exp(z - max) / sum "
+            "divides 0 by 0 there; give that row the zero output it asks for",
         )

@@ -15,7 +15,7 @@ from attnlab.course.spec import (
     expect_close,
     matches,
 )
-from attnlab.exercises.ch02 import AUTOGRAD_FORBID, SOFTMAX_FORBID
+from attnlab.exercises.ch02 import AUTOGRAD_FORBID, SDPA_FORBID, SOFTMAX_FORBID
 
 
 def _finite_then_close(got, case: Case) -> None:
@@ -56,7 +56,7 @@ def _max_of_all(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 @exercise(
     "04.3",
-    answer="masked_softmax", forbid=SOFTMAX_FORBID,
+    answer="masked_softmax", forbid=(*SOFTMAX_FORBID, *SDPA_FORBID, __name__),
     passed="matches on 20 random cases, each with a fully-masked query, and four fixed ones",
 )
 def _masked_softmax(rng: np.random.Generator) -> Iterator[Case]:
@@ -132,7 +132,7 @@ def _pair_judge(got, case: Case) -> None:
 
 
 @exercise(
-    "04.4", answer="key_value_gradients", forbid=AUTOGRAD_FORBID,
+    "04.4", answer="key_value_gradients", forbid=(*AUTOGRAD_FORBID, __name__),
     passed="equals torch.autograd's dL/dK and dL/dV on 14 cases (one key, square shapes, "
     "scales 1/sqrt(d_k), 0.5 and 1)",
 )

@@ -21,30 +21,40 @@ HEADS_FORBID = ("attnlab.merge_heads", "attnlab.split_heads")
 @exercise(
     "05.1",
     answer="concat_heads",
-    passed="row t is [head 0 at t, head 1 at t, ...] on 20 random stacks",
-    forbid=("attnlab.merge_heads",),
+    passed="entry [t, n] is [head 0 at (n, t), head 1 at (n, t), ...] on 20 random batches "
+    "(b = 1, h = 1, s = 1 and b, h, s all different included)",
+    forbid=(*HEADS_FORBID, __name__),
 )
 def _concat_heads(rng: np.random.Generator) -> Iterator[Case]:
-    """``concat_heads(heads)``: ``(h, s, d_v)`` → ``(s, h·d_v)``, token by token."""
-    stacks = [(np.arange(12.0).reshape(2, 3, 2), "heads = arange(12).reshape(2, 3, 2)"),
-              (rng.normal(size=(1, 1, 1)), "one head, one token, d_v = 1")]
+    """``concat_heads(stack)``: batch-first heads ``(b, h, s, d_v)`` → sequence-first
+    ``(s, b, h·d_v)``, PyTorch's layout without ``batch_first``."""
+    stacks = [(np.arange(24.0).reshape(2, 2, 3, 2), "stack = arange(24).reshape(2, 2, 3, 2)"),
+              (rng.normal(size=(1, 1, 1, 1)), "one item, one head, one token, d_v = 1"),
+              (rng.normal(size=(1, 3, 4, 2)), "one item (b = 1): (1, 3, 4, 2)"),
+              (rng.normal(size=(3, 1, 2, 2)), "one head (h = 1): (3, 1, 2, 2)")]
     for case in range(20):
-        h, s, d_v = (int(n) for n in rng.integers(2, 7, size=3))
-        stacks.append((rng.normal(size=(h, s, d_v)), f"case {case}: heads of shape {(h, s, d_v)}"))
-    for heads, on in stacks:
-        h, s, d_v = heads.shape
-        # The reference, written out: row t is head 0's row t, then head 1's, and so on.
-        expected = np.stack([np.concatenate([heads[i, t] for i in range(h)]) for t in range(s)])
+        b, h, s, d_v = (int(n) for n in rng.integers(2, 6, size=4))
+        stacks.append((rng.normal(size=(b, h, s, d_v)), f"case {case}: stack of shape "
+                       f"{(b, h, s, d_v)}"))
+    for stack, on in stacks:
+        b, h, s, d_v = stack.shape
+        # The reference, written out: entry [t, n] is item n's head 0 at token t, then head 1's.
+        expected = np.array([[np.concatenate([stack[n, i, t] for i in range(h)])
+                              for n in range(b)] for t in range(s)])
         hints = {
-            "you reshaped (h, s, d_v) straight to (s, h·d_v): that mixes tokens. Move the head "
-            "axis first (transpose to (s, h, d_v)), then reshape": heads.reshape(s, h * d_v),
+            "you reshaped straight to (s, b, h·d_v): that mixes items, heads and tokens. Move "
+            "the token axis first and the head axis next to the features (transpose to "
+            "(s, b, h, d_v)), then reshape": stack.reshape(s, b, h * d_v),
+            "your result is batch-first, (b, s, h·d_v) read as (s, b, ...): the layout asked "
+            "for puts the token axis first, then the batch": stack.transpose(0, 2, 1, 3).reshape(
+                s, b, h * d_v),
             "your rows interleave the heads feature by feature; each head's d_v features must "
-            "stay together (transpose(1, 0, 2), not (1, 2, 0))": heads.transpose(1, 2, 0).reshape(
-                s, h * d_v
-            ),
+            "stay together (transpose(2, 0, 1, 3), not (2, 0, 3, 1))": stack.transpose(
+                2, 0, 3, 1).reshape(s, b, h * d_v),
         }
-        yield Case((heads,), expected, on=on,
-                   hints={k: v for k, v in hints.items() if not np.allclose(v, expected)})
+        yield Case((stack,), expected, on=on,
+                   hints={k: v for k, v in hints.items()
+                          if v.shape == expected.shape and not np.allclose(v, expected)})
 
 
 # ---- 05.4: multi-head attention's forward from PyTorch's packed weights ----------------------
@@ -113,7 +123,7 @@ def _mask(kind: str, s: int, rng: np.random.Generator) -> np.ndarray:
 @exercise(
     "05.4", answer="mha_forward",
     forbid=(*ATTENTION_FORBID, *HEADS_FORBID, "attnlab.nn.MultiHeadAttention",
-            "attnlab.nn.grouped_query_attention"),
+            "attnlab.nn.grouped_query_attention", __name__),
     passed="equals torch.nn.MultiheadAttention on 14 layers (h = 1 to 6, d_k = 1 to 4, "
     "masked and fully masked queries)",
 )

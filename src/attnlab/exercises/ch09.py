@@ -14,7 +14,9 @@ def _shift_judge(got, case: Case) -> None:
     k, d, rows = case.private
     m = as_array(got, case.on)
     if m.shape != (d, d):
-        raise ExerciseFailure(f"for offset Δ={k}, d={d} expected a ({d}, {d}) matrix, got {m.shape}")
+        raise ExerciseFailure(
+            f"for offset Δ={k}, d={d} expected a ({d}, {d}) matrix, got {m.shape}"
+        )
     pe = sinusoidal_positions(80, d)
     expect_close(pe[rows] @ m, case.expected, on=case.on)
 
