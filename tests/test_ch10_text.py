@@ -454,3 +454,10 @@ def test_the_turn_6_checks_fail_on_the_turn_5_wording(case, monkeypatch, recompu
     }[case]
     with pytest.raises(AssertionError):
         test()
+
+
+def test_the_seeds_luong_leads_in():
+    rows = _csv_rows()
+    luong, gam = (_by_seed(rows, f"recall.{a}.abs.-") for a in ("luong", "gam-p1"))
+    ahead = sum(luong[s] > gam[s] for s in range(5))
+    assert _glued()["pair.recall.ahead"] == f"{ahead} of 5" and 0 < ahead < 5
