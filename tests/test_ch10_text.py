@@ -461,3 +461,13 @@ def test_the_seeds_luong_leads_in():
     luong, gam = (_by_seed(rows, f"recall.{a}.abs.-") for a in ("luong", "gam-p1"))
     ahead = sum(luong[s] > gam[s] for s in range(5))
     assert _glued()["pair.recall.ahead"] == f"{ahead} of 5" and 0 < ahead < 5
+
+
+def test_no_glue_name_is_written_twice():
+    """myst-nb warns on a duplicate glue key, and the strict book build fails on the warning."""
+    from collections import Counter
+
+    outputs = [out for cell in _cells() for out in cell.get("outputs", [])]
+    names = Counter(o["metadata"]["scrapbook"]["name"] for o in outputs
+                    if "scrapbook" in o.get("metadata", {}))  # fmt: skip
+    assert names and not [n for n, k in names.items() if k > 1]
