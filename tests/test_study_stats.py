@@ -6,7 +6,15 @@ import math
 
 import pytest
 
-from attnlab.study.stats import T_975, find, separated, summarize, t_interval
+from attnlab.study.stats import (
+    T_975,
+    excludes_zero,
+    find,
+    paired_interval,
+    separated,
+    summarize,
+    t_interval,
+)
 
 
 def _t_cdf(x: float, df: int, steps: int = 20000) -> float:
@@ -79,3 +87,31 @@ def test_summary_groups_interval_and_flatness():
         find(summary, attention="gam-p1")
     unsolved = summarize([_row(0.003, 0, 0.5, 0.5, curve="2 1 0.5 0.2")])
     assert unsolved[0]["flat"] == 0.0  # still falling: 0.2 < 0.9 * 0.5
+
+
+def test_paired_interval_by_hand():
+    """Differences 0.02, 0.03, 0.01: mean 0.02, s = 0.01, half = 4.303 * 0.01 / sqrt(3)."""
+    a, b = {2: 0.85, 0: 0.90, 1: 0.80}, {0: 0.88, 1: 0.77, 2: 0.84}  # seed order does not matter
+    half = 4.303 * 0.01 / math.sqrt(3)
+    assert paired_interval(a, b) == pytest.approx((0.02, 0.02 - half, 0.02 + half))
+    assert not excludes_zero(paired_interval(a, b)[1:])  # -0.0048 < 0 < 0.0448
+    # Five seeds, every difference in (0.01, 0.03): separated although the two unpaired
+    # intervals overlap (the seed spread is shared, the pairing removes it).
+    a = {0: 0.50, 1: 0.70, 2: 0.60, 3: 0.65, 4: 0.55}
+    b = {s: v - d for (s, v), d in zip(a.items(), (0.02, 0.01, 0.03, 0.02, 0.02), strict=True)}
+    mean, low, high = paired_interval(a, b)
+    assert mean == pytest.approx(0.02) and excludes_zero((low, high)) and low > 0
+    assert not separated(t_interval(list(a.values()))[1:], t_interval(list(b.values()))[1:])
+    assert paired_interval(b, a) == pytest.approx((-mean, -high, -low))  # antisymmetric
+
+
+def test_paired_interval_ties_and_bad_seeds():
+    same = {0: 1.0, 1: 1.0, 2: 1.0}
+    assert paired_interval(same, same) == (0.0, 0.0, 0.0)
+    assert not excludes_zero((0.0, 0.0))  # a zero-width interval at 0 is not separated
+    assert excludes_zero((0.01, 0.01)) and excludes_zero((-0.3, -0.2))
+    assert not excludes_zero((math.nan, 0.5)) and not excludes_zero((-0.1, 0.0))
+    with pytest.raises(ValueError, match="same seeds"):
+        paired_interval({0: 0.1, 1: 0.2}, {0: 0.1, 2: 0.2})
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        paired_interval({0: 0.1}, {0: 0.2})

@@ -6,15 +6,19 @@ A configuration's *group* is every CSV column but ``seed`` and ``lr``. For each 
 accuracy (the test split never takes part in a choice) and reports the **test** accuracy of
 that rate's seeds: mean and a two-sided 95 % Student t-interval,
 ``mean ± t_{0.975, k-1} · s / sqrt(k)`` over ``k`` seeds (``s`` the sample standard
-deviation). Two configurations are called different only when their intervals do not overlap
-(:func:`separated`); otherwise "no difference detected at this power".
+deviation). Two configurations are compared by seed: seed ``s`` gives both the same training
+batches and test set, so :func:`paired_interval` takes the per-seed differences
+``a_s - b_s`` and gives their mean with the same t-interval; they are *separated* when that
+interval excludes 0 (:func:`excludes_zero`), otherwise "not separated" (which is not evidence
+of agreement). :func:`separated` (two unpaired intervals that do not overlap) is the older,
+weaker rule.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 #: Two-sided 95 % quantiles ``t_{0.975, df}`` of Student's t for ``df = 1 … 30`` (standard
 #: tables; ``tests/test_study_stats.py`` recomputes them by integrating the density).
@@ -74,6 +78,53 @@ def separated(a: tuple[float, float], b: tuple[float, float]) -> bool:
     if any(math.isnan(v) for v in (*a, *b)):
         return False
     return a[1] < b[0] or b[1] < a[0]
+
+
+def paired_interval(
+    a: Mapping[int, float], b: Mapping[int, float]
+) -> tuple[float, float, float]:
+    """``(mean, low, high)`` of the per-seed differences ``a[s] - b[s]`` (95 % t-interval).
+
+    ``a`` and ``b`` map a seed to one configuration's result at that seed; they must hold the
+    same seeds (at least two, so that a spread can be estimated).
+
+    Raises
+    ------
+    ValueError
+        If the seeds of ``a`` and ``b`` differ, or fewer than two are shared.
+
+    Examples
+    --------
+    >>> from attnlab.study.stats import excludes_zero, paired_interval
+    >>> a = {0: 0.90, 1: 0.80, 2: 0.85}
+    >>> b = {0: 0.88, 1: 0.77, 2: 0.84}
+    >>> [round(v, 4) for v in paired_interval(a, b)]
+    [0.02, -0.0048, 0.0448]
+    >>> excludes_zero(paired_interval(a, b)[1:])
+    False
+    """
+    if set(a) != set(b):
+        raise ValueError(
+            f"paired_interval needs the same seeds on both sides, got {sorted(a)} and {sorted(b)}"
+        )
+    if len(a) < 2:
+        raise ValueError(f"paired_interval needs at least 2 seeds, got {len(a)}")
+    return t_interval([a[s] - b[s] for s in sorted(a)])
+
+
+def excludes_zero(interval: tuple[float, float]) -> bool:
+    """Whether ``(low, high)`` lies wholly above or wholly below 0 (a NaN bound never does).
+
+    Examples
+    --------
+    >>> from attnlab.study.stats import excludes_zero
+    >>> excludes_zero((-0.0126, -0.0010)), excludes_zero((-0.01, 0.02)), excludes_zero((0.0, 0.0))
+    (True, False, False)
+    """
+    low, high = interval
+    if math.isnan(low) or math.isnan(high):
+        return False
+    return low > 0 or high < 0
 
 
 def _floats(rows: Iterable[dict[str, str]], column: str) -> list[float]:
