@@ -34,7 +34,7 @@ def _call(answer: Any, args: tuple[Any, ...]) -> Plain:
 
 
 def traced_peak(fn: Callable[[], Any]) -> tuple[int, Any]:
-    """``(peak bytes, fn())``: the most memory traced by :mod:`tracemalloc` while ``fn`` ran,
+    """``(peak bytes, fn())``: the most memory traced by ``tracemalloc`` while ``fn`` ran,
     above what was allocated when it started (numpy arrays and Python objects; not torch's
     own allocator). A tracing already under way is left running."""
     started = not tracemalloc.is_tracing()
