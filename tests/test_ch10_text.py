@@ -60,7 +60,8 @@ def test_item_3_applies_the_separation_rule_and_states_its_caveats():
     """By the rule of section 10.1 Shaw is ahead; the caveats and the r/n rows are said too."""
     item = _words(_item(3))
     assert "no advantage detected" not in item.lower(), "item 3 discounts its own rule"
-    assert "Shaw is ahead" in item and "every paired seed" in item and "1/16" in item
+    assert "Shaw is ahead" in item and "every paired seed" in item
+    assert "1/16" not in item and "exercise 10.2" in item  # the p-value is 10.2's to find
     assert "not flat" in item  # the caveat: most runs were still improving
     assert "do not show why" in item  # the shortfall is not explained by the intervals
     for feature in ("gam-p1", "gam-p2", "gam-poly"):  # the paired differences, not overlaps
@@ -86,7 +87,9 @@ def test_not_separated_is_never_called_agreement():
 def test_the_untuned_long_row_and_the_size_exceptions_are_said():
     assert "not at its best rate" in _words(_item(2))  # gapped-long lacks the rate 3e-2
     text = _words("\n".join(_markdown()))
-    assert "have no wider control" in text and "(two exceptions: section 10.7)" in text
+    assert "have no wider control" in text and "(exceptions: section 10.7)" in text
+    assert "reverse's GAM-relative and Shaw" in text  # 11,790 against 9,802: a third exception
+    assert "one exception, item 3" in text and "rule 3's exception" in text  # 2000 vs 800 steps
     assert "ci.outside" in text  # intervals past 1 are counted, printed unclipped
 
 
@@ -471,3 +474,78 @@ def test_no_glue_name_is_written_twice():
     names = Counter(o["metadata"]["scrapbook"]["name"] for o in outputs
                     if "scrapbook" in o.get("metadata", {}))  # fmt: skip
     assert names and not [n for n, k in names.items() if k > 1]
+
+
+def _glued_values() -> dict[str, str]:
+    """Every value the notebook glues, by name (from its stored outputs)."""
+    values = {}
+    for cell in _cells():
+        for out in cell.get("outputs", []):
+            name = out.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name:
+                values[name] = out["data"]["application/papermill.record/text/markdown"]
+    return values
+
+
+def _printed_lines() -> list[str]:
+    """Every line that a code cell printed (stored stream outputs)."""
+    return [line for cell in _cells() for out in cell.get("outputs", [])
+            if out.get("output_type") == "stream" for line in "".join(out["text"]).splitlines()]
+
+
+def test_every_paired_difference_is_printed_with_its_verdict():
+    """Outside the built book a glue role shows no number: each difference must be printed."""
+    values = _glued_values()
+    diffs = {k: v for k, v in values.items() if k.startswith("diff.")}
+    assert len(diffs) > 30
+    lines = _printed_lines()
+    for name, value in diffs.items():
+        a, b = name[len("diff."):].split("~")
+        line = f"{a} minus {b}: {value} "
+        assert any(x.startswith(line) and x.endswith("separated") for x in lines), name
+
+
+def test_every_number_quoted_in_sections_10_5_to_10_7_is_visible():
+    """A role in the results prose names a value printed by a cell, or one in the accuracy
+    table the notebook displays (acc, params, lr, seeds) or the settings it prints (hp)."""
+    values, lines = _glued_values(), _printed_lines()
+    text = "\n".join(_markdown())
+    start, end = text.index("## 10.5 The full grid"), text.index("## 10.8")
+    quoted = set(re.findall(r"\{glue:md\}`([^`]+)`", text[start:end]))
+    assert len(quoted) > 100
+    for name in sorted(quoted):
+        if name.split(".")[0] in ("acc", "params", "lr", "seeds", "hp"):
+            continue
+        if name.startswith("diff."):
+            continue  # the test above
+        assert f"{name}: {values[name]}" in lines, name
+
+
+def test_luong_tables_are_its_own_with_the_score_written_out():
+    """luong's a^K has width d (slots.py): the text must not say it shares Shaw's tables."""
+    text = _words(next(t for t in _markdown() if t.startswith("## 10.2")))
+    assert "gets the same $a^K$" not in text
+    assert "$e_{ij} = x_i W_a (x_j + a^K_{ij})^\\top$" in text
+    assert "a^K_{ij} \\in \\mathbb{R}^{d}" in text
+
+
+def test_the_sign_flip_test_is_not_worked_in_the_text():
+    """Exercise 10.2's answer appears only in its solution, not in a results cell."""
+    for cell in _cells():
+        if cell["cell_type"] == "code" and "solution" not in cell["metadata"].get("tags", []):
+            source = "".join(cell["source"])
+            assert ">> np.arange" not in source, source[:80]
+
+
+def test_written_parts_have_answer_cells_and_10_3_is_checked():
+    cells = _cells()
+    sources = ["".join(c["source"]) for c in cells]
+    for k in ("10.1", "10.2", "10.3"):
+        (i,) = [i for i, s in enumerate(sources) if s.startswith(f"**Your answer to {k}")]
+        assert cells[i]["cell_type"] == "markdown"
+        assert cells[i]["metadata"].get("tags") == ["remove-cell"]
+    (stub,) = [i for i, s in enumerate(sources) if s.startswith("def mirror_brain")]
+    assert cells[stub]["metadata"].get("tags") == ["solution"]
+    check_cell = sources[stub + 2]  # after the answer cell
+    assert "mirror_brain(n_seq, c)" in check_cell and "solution" not in cells[stub + 2][
+        "metadata"].get("tags", [])  # fmt: skip

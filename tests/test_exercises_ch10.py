@@ -162,3 +162,29 @@ def test_exercise_10_1_still_checks_the_task():
 
     ok, message = _verdict(last_token_task, "10.1")
     assert not ok and "first token" in message
+
+
+def test_exercise_10_1_refuses_a_wrong_name_and_set_positions():
+    from attnlab.data.tasks import TokenTask
+
+    def answer(name="first", positions=False, span=False):
+        def first_token_task(num, n, vocab, seed):
+            rng = np.random.default_rng(seed)
+            inputs = rng.integers(0, vocab, size=(num, n))
+            extra = {}
+            if positions:
+                extra["positions"] = np.broadcast_to(np.arange(n), (num, n)).copy()
+            if span:
+                extra["span"] = 2 * n
+            return TokenTask(name, inputs, np.repeat(inputs[:, :1], n, axis=1), vocab, vocab,
+                             **extra)  # fmt: skip
+
+        return first_token_task
+
+    assert _verdict(answer(), "10.1")[0]
+    ok, message = _verdict(answer(name="wrongname"), "10.1")
+    assert not ok and '"first"' in message
+    ok, message = _verdict(answer(positions=True), "10.1")
+    assert not ok and "positions must stay None" in message
+    ok, message = _verdict(answer(span=True), "10.1")
+    assert not ok and "span must stay None" in message

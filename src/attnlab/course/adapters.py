@@ -104,6 +104,9 @@ def _task(answer: Any, args: tuple[Any, ...]) -> Plain:
         if not prefix:
             out["targets"] = to_plain(task.targets)
             out["vocab"] = to_plain((task.vocab_in, task.vocab_out))
+            name = getattr(task, "name", None)
+            out["name"] = name if isinstance(name, str) else repr(name)
+            out["unset"] = [f for f in ("positions", "span") if getattr(task, f, None) is None]
     return out
 
 

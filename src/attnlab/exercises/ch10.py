@@ -33,6 +33,12 @@ def _task_judge(got, case: Case) -> None:
             f"for {on}, example {row}: label {i} is {targets[row, i]}, but the first token is "
             f"{inputs[row, 0]}"
         )
+    if got["name"] != "first":
+        raise ExerciseFailure(f'the task must be named "first", got {got["name"]}')
+    unset = list(got["unset"])
+    for field in ("positions", "span"):
+        if field not in unset:
+            raise ExerciseFailure(f"{field} must stay None: this task has no corpus positions")
     vocabs = as_array(got["vocab"], on, dtype=np.float64)
     if vocabs.shape != (2,) or tuple(vocabs) != (vocab, vocab):
         raise ExerciseFailure(f"vocab_in and vocab_out must both be {vocab}, got {vocabs}")
