@@ -513,12 +513,49 @@ def test_every_number_quoted_in_sections_10_5_to_10_7_is_visible():
     start, end = text.index("## 10.5 The full grid"), text.index("## 10.8")
     quoted = set(re.findall(r"\{glue:md\}`([^`]+)`", text[start:end]))
     assert len(quoted) > 100
+    tables = _printed_tables()
     for name in sorted(quoted):
-        if name.split(".")[0] in ("acc", "params", "lr", "seeds", "hp"):
-            continue
+        kind, _, config = name.partition(".")
         if name.startswith("diff."):
             continue  # the test above
+        rows = tables[TABLE_COLUMNS[kind][0]] if kind in TABLE_COLUMNS else {}
+        if config in rows:  # a row of a printed table, its value in the kind's column
+            assert rows[config][TABLE_COLUMNS[kind][1]] == values[name], (name, rows[config])
+            continue
         assert f"{name}: {values[name]}" in lines, name
+
+
+#: Where each per-configuration value is printed: (table, column). "config" is the table of
+#: print_values beside each item (configuration | accuracy | at n = 32 | lr | params | seeds),
+#: "hp" the settings printed under the table of section 10.5 (task, then the columns).
+TABLE_COLUMNS = {"acc": ("config", 0), "long": ("config", 1), "lr": ("config", 2),
+                 "params": ("config", 3), "seeds": ("config", 4), "hp": ("hp", 0)}  # fmt: skip
+_HP_TASKS = ("gapped", "gapped-far", "shift", "recall", "reverse")
+HP_COLUMNS = ("steps", "batch", "lrs", "d", "h", "layers", "seeds", "eval")
+
+
+def _printed_tables() -> dict[str, dict[str, list[str]]]:
+    """The rows the notebook printed, by table: {table: {first field: other fields}}, with
+    hp.<task>.<column> as rows of the "hp" table, one per task."""
+    config, hp = {}, {}
+    for line in _printed_lines():
+        fields = [f.strip() for f in line.split(" | ")]
+        if len(fields) == 6 and fields[0] != "configuration":
+            config[fields[0]] = fields[1:]
+        elif len(fields) == len(HP_COLUMNS) and fields[0].split()[0] in _HP_TASKS:
+            task, first = fields[0].split(maxsplit=1)
+            for column, value in zip(HP_COLUMNS, [first, *fields[1:]], strict=True):
+                hp[f"{task}.{column}"] = [value]
+    return {"config": config, "hp": hp}
+
+
+def test_the_values_tables_are_read_and_the_check_can_fail(monkeypatch):
+    """The parser finds the printed tables; without them the visibility check fails."""
+    tables = _printed_tables()
+    assert len(tables["config"]) > 20 and len(tables["hp"]) == 5 * len(HP_COLUMNS)
+    monkeypatch.setitem(globals(), "_printed_lines", lambda: ["recall.sdpa.abs.-: 0.999"])
+    with pytest.raises(AssertionError):
+        test_every_number_quoted_in_sections_10_5_to_10_7_is_visible()
 
 
 def test_luong_tables_are_its_own_with_the_score_written_out():
