@@ -302,13 +302,10 @@ def recomputed() -> dict[str, tuple[float, float, float]]:
 
 
 def _glued() -> dict[str, str]:
-    values = {}
-    for cell in _cells():
-        for out in cell.get("outputs", []):
-            book = out.get("metadata", {}).get("scrapbook", {})
-            if "name" in book:
-                values[book["name"]] = out["data"][book.get("mime_prefix", "") + "text/markdown"]
-    return values
+    """The glued values of the stored notebook (``test_study_chapter.glued``, one reader)."""
+    from test_study_chapter import glued
+
+    return glued()
 
 
 def test_the_rule_is_stated_once_early_and_the_old_rule_is_gone():
