@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from _partly_right import always_fails as _always_fails
 from _partly_right import refused_loophole as _refused
+from _partly_right import seeds_passed as _seeds_passed
 from _partly_right import verdict as _verdict
 
 
@@ -135,6 +136,18 @@ def test_03_5_partly_right_answers_fail_with_the_mistake_named():
     _always_fails("03.5", lambda *a: masked_self_attention(*a, fill=-1e9), "uniform")
     _always_fails("03.5", lambda *a: masked_self_attention(*a, pad="right"), "right padding")
     _always_fails("03.5", lambda *a: masked_self_attention(*a, causal=False), "causal")
+
+
+def test_03_5_every_draw_separates_left_from_right_padding():
+    # Draw 1852 once held only full and empty items where right and left padding differ:
+    # the right-padded answer passed it (CI, session 7). Every draw now has a partly padded item.
+    from attnlab.course.spec import get_spec
+
+    right = lambda *a: masked_self_attention(*a, pad="right")  # noqa: E731
+    assert _seeds_passed("03.5", right, [1852, *range(40)]) == []
+    for seed in range(40):
+        cases = get_spec("03.5").cases(np.random.default_rng(seed))
+        assert any(0 < n < case.args[0].shape[1] for case in cases for n in case.args[4])
 
 
 # ---- 03.4 ------------------------------------------------------------------------------------

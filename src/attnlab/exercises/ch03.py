@@ -216,6 +216,8 @@ def _masked_self_attention(rng: np.random.Generator) -> Iterator[Case]:
         lengths[0] = s  # one full item, and (when b > 1) one empty one
         if b > 1:
             lengths[-1] = 0
+        if b > 2:  # and one partly padded: only there do left and right padding differ
+            lengths[1] = rng.integers(1, s)
         allowed, scale = _masks(lengths, s), 1 / np.sqrt(d_k)
         args = (x, w_q, w_k, w_v)
         right_padded = _causal(s, s)[None] & (np.arange(s)[None, None, :] < lengths[:, None, None])
