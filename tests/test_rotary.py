@@ -256,6 +256,25 @@ def test_torch_keeps_dtype_and_gradients_flow():
         np.testing.assert_allclose(out.double().numpy(), ref, atol=0.05)
 
 
+def test_views_with_odd_strides_and_offsets_are_rotated_right():
+    # The interleaved float path multiplies complex views of x; a view whose offset or strides
+    # are odd (a slice of a wider tensor, a permuted projection) cannot be viewed as complex.
+    wide = torch.from_numpy(_rng(8).normal(size=(2, 3, 5, 17)))
+    for x in (wide[..., 1:], wide[..., :16].transpose(1, 2), wide[:, :, ::2, 1:]):
+        for dtype in (torch.float64, torch.float32):
+            got = ann.apply_rotary(x.to(dtype)).double().numpy()
+            ref = complex_rope(x.numpy(), np.arange(x.shape[-2]), 1e4, "interleaved")
+            np.testing.assert_allclose(got, ref, atol=1e-12 if dtype == torch.float64 else 1e-5)
+    qkv = torch.from_numpy(_rng(9).normal(size=(2, 7, 3, 4, 8))).requires_grad_(True)
+    q, k, _ = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # (b, h, n, d_k) views, as in chapter 11
+    assert torch.autograd.gradcheck(lambda t: ann.apply_rotary(t.permute(2, 0, 3, 1, 4)[1]),
+                                    (qkv,))
+    q2, k2 = ann.RotaryEmbedding(8)(q, k)
+    np.testing.assert_allclose(q2.detach().numpy(),
+                               complex_rope(q.detach().numpy(), np.arange(7), 1e4, "interleaved"),
+                               atol=1e-12)
+
+
 def test_module_cache_state_and_inference_mode():
     rope = ann.RotaryEmbedding(8)
     assert list(rope.parameters()) == [] and rope.state_dict() == {}

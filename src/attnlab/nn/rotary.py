@@ -66,9 +66,26 @@ def _cos_sin(pos: Tensor, d: int, base: float, like: Tensor) -> tuple[Tensor, Te
     return angles.cos().to(like.dtype), angles.sin().to(like.dtype)
 
 
+def _as_complex(x: Tensor) -> Tensor:
+    """The interleaved pairs of ``x (..., n, d)`` as complex numbers ``(..., n, d/2)``: a view."""
+    pairs = x.unflatten(-1, (x.shape[-1] // 2, 2))
+    try:
+        return torch.view_as_complex(pairs)
+    except RuntimeError:  # a view whose strides or offset are odd: copy it first
+        return torch.view_as_complex(pairs.contiguous())
+
+
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
     """Turn the pairs of ``x (..., n, d)`` by the angles whose ``cos``, ``sin`` are given."""
-    if layout == "interleaved":
+    if layout == "interleaved" and x.dtype in (torch.float32, torch.float64) and (
+        x.device.type != "mps"
+    ):
+        # The pair (a, b) is the complex number a + ib, and turning it by φ multiplies it by
+        # e^{iφ} = cos φ + i sin φ (Su et al.'s own statement): one multiplication, forward and
+        # backward, instead of the six real operations below (a third of the time on a CPU).
+        turned = _as_complex(x) * torch.complex(cos, sin)
+        return torch.view_as_real(turned).flatten(-2)
+    if layout == "interleaved":  # half precision, or Apple's MPS: the real form
         a, b = x[..., 0::2], x[..., 1::2]
         return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
     half = x.shape[-1] // 2
