@@ -7,6 +7,8 @@ learned position table, on batches of about 4,096 characters, float32 on the CPU
   ``attnlab.nn.scaled_dot_product_attention`` with an explicit boolean causal mask (it builds
   the ``(b, h, n, n)`` weights);
 * **sdpa**: the same model with ``F.scaled_dot_product_attention(..., is_causal=True)``;
+* **sdpa + RoPE**: the ``sdpa`` model with rotary positions instead of the learned table (what
+  chapter 11 trains, there with an MLP of width 2d), so that the rotations' cost is visible;
 * **torch.nn**: the same architecture from ``nn.TransformerEncoderLayer(norm_first=True,
   bias=False, activation="gelu")`` with a causal mask (``is_causal=True`` hint).
 
@@ -75,6 +77,7 @@ def _timings(context: int, threads: int, repeats: int = 9) -> dict[str, float]:
     models = {
         "book": CharTransformer(LMConfig(V, D, L, H, context, "learned", attention="book")),
         "sdpa": CharTransformer(LMConfig(V, D, L, H, context, "learned", attention="sdpa")),
+        "sdpa + RoPE": CharTransformer(LMConfig(V, D, L, H, context, "rotary", attention="sdpa")),
         "torch.nn": TorchLM(context),
     }
     steps = {name: _step(m, ids) for name, m in models.items()}
@@ -89,10 +92,10 @@ def run() -> dict[str, str]:
     """Return the markdown table ``lm``: characters per second and ratios."""
     before = torch.get_num_threads()
     rows = [
-        "| context | threads | book (boolean mask) | sdpa `is_causal` "
+        "| context | threads | book (boolean mask) | sdpa `is_causal` | sdpa + RoPE "
         "| `nn.TransformerEncoderLayer` "
-        "| book / torch.nn | sdpa / torch.nn |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| book / torch.nn | sdpa / torch.nn | RoPE / learned |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     try:
         for context in (128, 1024):
@@ -100,8 +103,9 @@ def run() -> dict[str, str]:
                 r = _timings(context, threads)
                 rows.append(
                     f"| {context} | {threads} | {r['book']:,.0f} | {r['sdpa']:,.0f} | "
-                    f"{r['torch.nn']:,.0f} | {r['book'] / r['torch.nn']:.2f} | "
-                    f"{r['sdpa'] / r['torch.nn']:.2f} |"
+                    f"{r['sdpa + RoPE']:,.0f} | {r['torch.nn']:,.0f} | "
+                    f"{r['book'] / r['torch.nn']:.2f} | {r['sdpa'] / r['torch.nn']:.2f} | "
+                    f"{r['sdpa + RoPE'] / r['sdpa']:.2f} |"
                 )
     finally:
         torch.set_num_threads(before)
