@@ -219,3 +219,61 @@ def test_a_quote_that_disagrees_with_the_csv_fails(monkeypatch):
     monkeypatch.setitem(globals(), "glued", lambda: values | {name: "0.123 [0.100, 0.146]"})
     with pytest.raises(AssertionError, match=name.replace(".", r"\.")):
         test_the_chapter_glues_numbers_from_the_csv()
+
+
+#: Quoted values printed once, where they are first computed (section 10.5), not by each item.
+SHARED_QUOTES = ("steps.",)
+
+
+def _items_and_their_printouts(cells):
+    """(item number, its markdown, what the code cell just before it printed) for section 10.6."""
+    found, inside = [], False
+    for i, cell in enumerate(cells):
+        source = "".join(cell["source"])
+        inside = inside or (cell["cell_type"] == "markdown" and "## 10.6" in source)
+        if not inside or cell["cell_type"] != "markdown":
+            continue
+        if "## 10.7" in source:
+            break
+        match = re.match(r"(\d+)\. \*", source)
+        if match:
+            before = cells[i - 1]
+            printed = "".join("".join(o.get("text", "")) for o in before.get("outputs", [])
+                              if o.get("output_type") == "stream")  # fmt: skip
+            found.append((int(match.group(1)), source, printed))
+    return found
+
+
+def test_each_result_item_follows_a_cell_that_prints_its_numbers(cells=None):
+    """In Jupyter or Colab a glue role shows nothing: the cell before each item of section 10.6
+    prints every number the item quotes (the readers' point 1), so the items stand one to a
+    cell, each after its own code cell."""
+    items = _items_and_their_printouts(cells if cells is not None else _cells())
+    assert [n for n, _, _ in items] == list(range(1, 11)), [n for n, _, _ in items]
+    values = glued()
+    for number, text, printed in items:
+        assert len(re.findall(r"^\d+\. \*", text, flags=re.M)) == 1, f"item {number}: one a cell"
+        for name in GLUE_ROLE.findall(text):
+            if name.startswith(SHARED_QUOTES):
+                continue
+            assert values[name] in printed, (number, name, values[name])
+
+
+def test_the_printout_check_fails_on_the_old_layout():
+    """Items 1 to 5 in one markdown cell after a figure (the old layout), or one item's cell
+    printing nothing: the check above fails on each."""
+    cells = _cells()
+    start = next(i for i, c in enumerate(cells) if "## 10.6" in "".join(c["source"]))
+    first_five = [i for i, c in enumerate(cells) if c["cell_type"] == "markdown"
+                  and re.match(r"[1-5]\. \*", "".join(c["source"]))]  # fmt: skip
+    merged = {"cell_type": "markdown",
+              "source": ["\n".join("".join(cells[i]["source"]) for i in first_five)]}
+    figure = {"cell_type": "code", "source": [], "outputs": []}
+    old = cells[: start + 1] + [figure, merged] + cells[first_five[-1] + 1 :]
+    with pytest.raises(AssertionError):
+        test_each_result_item_follows_a_cell_that_prints_its_numbers(old)
+    silent = [dict(c) for c in cells]
+    item_3 = next(i for i, c in enumerate(cells) if "".join(c["source"]).startswith("3. *"))
+    silent[item_3 - 1] = figure  # item 3's numbers printed nowhere before it
+    with pytest.raises(AssertionError, match="3, "):
+        test_each_result_item_follows_a_cell_that_prints_its_numbers(silent)

@@ -5,7 +5,10 @@
 - :func:`accuracy_markdown`: one compact table per task;
 - :func:`plot_accuracy`, :func:`plot_embedding_ablation`, :func:`plot_curves`: the figures;
 - :func:`time_attentions`, :func:`timing_markdown`: step times measured side by side;
-- :func:`write_report`: ``summary.md`` and the PNG figures into a folder.
+- :func:`write_report`: ``summary.md`` and the PNG figures into a folder;
+- :func:`group_key`, :class:`StudyResults`, :class:`Paired`, :class:`Quotes`: the
+  bookkeeping of chapter 10's results section (configurations by name, paired differences,
+  the numbers its prose quotes, glued for the book and printed for a plain notebook).
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -24,7 +28,7 @@ from attnlab.study.grids import LONG_STEPS
 from attnlab.study.models import StudyModel
 from attnlab.study.runner import task_loss
 from attnlab.study.slots import ATTENTIONS, EMBEDDINGS, POSITIONS
-from attnlab.study.stats import summarize
+from attnlab.study.stats import excludes_zero, paired_interval, summarize
 
 
 def label(group: dict[str, object]) -> str:
@@ -336,3 +340,302 @@ def write_report(rows: Sequence[dict[str, str]], out: str | os.PathLike) -> list
         plt.close(fig)
         written.append(out / name)
     return written
+
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 10's results section: configurations by name, paired differences, quoted numbers.
+
+
+def group_key(group: dict[str, object]) -> str:
+    """The name of a configuration (a summary group or a CSV row), as chapter 10 spells it.
+
+    ``task.attention.positions.embedding``, then, only where it differs from the default,
+    ``.2L`` (blocks), ``.d36`` (width ``d``), ``.k12`` (Shaw's clipping distance ``k_max``)
+    and ``.s2000`` (the ``LONG_STEPS`` steps of the block ``gapped-long``).
+
+    Parameters
+    ----------
+    group : dict
+        Holds ``task``, ``attention``, ``positions``, ``embedding``, ``layers``, ``d`` and
+        ``steps``; ``shaw_k`` (default 8) where the row has it. Values may be text or numbers.
+
+    Returns
+    -------
+    str
+        The name, for example ``"gapped.gam-p2.rel.layernorm.s2000"``.
+
+    Examples
+    --------
+    >>> from attnlab.study.report import group_key
+    >>> group_key(dict(task="gapped", attention="sdpa", positions="rel", embedding="-",
+    ...                layers="2", d="36", shaw_k="12", steps="800"))
+    'gapped.sdpa.rel.-.2L.d36.k12'
+    >>> group_key(dict(task="gapped", attention="gam-p2", positions="rel",
+    ...                embedding="layernorm", layers=1, d=32, steps=2000))
+    'gapped.gam-p2.rel.layernorm.s2000'
+    """
+    text = f"{group['task']}.{group['attention']}.{group['positions']}.{group['embedding']}"
+    text += f".{group['layers']}L" if str(group["layers"]) != "1" else ""
+    text += f".d{group['d']}" if str(group["d"]) != "32" else ""
+    text += f".k{group['shaw_k']}" if str(group.get("shaw_k", 8)) != "8" else ""
+    return text + (f".s{group['steps']}" if _long(group) else "")
+
+
+def interval_text(group: dict[str, object], stat: str = "acc") -> str:
+    """``"mean [low, high]"`` of a summary group's ``stat`` (``acc`` or ``long``), 3 decimals.
+
+    Examples
+    --------
+    >>> from attnlab.study.report import interval_text
+    >>> interval_text({"acc_mean": 0.6, "acc_low": 0.512, "acc_high": 0.688})
+    '0.600 [0.512, 0.688]'
+    """
+    mean, low, high = (float(group[f"{stat}_{part}"]) for part in ("mean", "low", "high"))  # type: ignore[arg-type]
+    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+
+
+class Paired(NamedTuple):
+    """A paired difference ``A - B`` over seeds: mean, 95 % t-interval, and the verdict of
+    chapter 10's rule (*separated*: the interval excludes 0)."""
+
+    mean: float
+    low: float
+    high: float
+    separated: bool
+
+    def text(self) -> str:
+        """``"+0.0123 [-0.0040, +0.0286]"``: signed, four decimals."""
+        return f"{self.mean:+.4f} [{self.low:+.4f}, {self.high:+.4f}]"
+
+
+def paired(a: dict[int, float], b: dict[int, float]) -> Paired:
+    """The rule of chapter 10 on two ``{seed: result}`` maps (:func:`paired_interval`).
+
+    Examples
+    --------
+    >>> from attnlab.study.report import paired
+    >>> p = paired({0: 0.90, 1: 0.80, 2: 0.85}, {0: 0.88, 1: 0.77, 2: 0.84})
+    >>> p.text(), p.separated
+    ('+0.0200 [-0.0048, +0.0448]', False)
+    """
+    mean, low, high = paired_interval(a, b)
+    return Paired(mean, low, high, excludes_zero((low, high)))
+
+
+class StudyResults:
+    """The rows of a study's CSV, and each configuration at its chosen rate, by name.
+
+    Parameters
+    ----------
+    rows : iterable of dict
+        CSV rows (:func:`attnlab.study.read_results`), one per run: ``n_runs`` rows.
+
+    Attributes
+    ----------
+    rows : list of dict
+        The rows, ``n_runs`` of them.
+    groups : dict
+        :func:`group_key` name -> summary group (:func:`attnlab.study.stats.summarize`): the
+        ``n_configs`` configurations, each at its rate chosen on validation.
+
+    Raises
+    ------
+    ValueError
+        If two configurations share a name.
+
+    Examples
+    --------
+    >>> from attnlab.study.report import StudyResults
+    >>> def row(seed, lr, val, test):
+    ...     return {"task": "shift", "attention": "sdpa", "positions": "rel", "embedding": "-",
+    ...             "steps": "800", "batch_size": "32", "d": "32", "h": "2", "layers": "1",
+    ...             "long_n": "0", "shaw_k": "8", "seed": str(seed), "lr": lr,
+    ...             "val_accuracy": val, "test_accuracy": test, "long_accuracy": "nan",
+    ...             "test_loss": "0.1", "parameters": "10", "ms_per_step": "1",
+    ...             "curve": "1 0.5"}
+    >>> results = StudyResults([row(0, "0.01", "0.9", "0.8"), row(1, "0.01", "0.7", "0.6"),
+    ...                         row(0, "0.001", "0.5", "0.5"), row(1, "0.001", "0.5", "0.4")])
+    >>> list(results.groups), results.by_seed("shift.sdpa.rel.-")
+    (['shift.sdpa.rel.-'], {0: 0.8, 1: 0.6})
+    >>> results.val_by_rate("shift.sdpa.rel.-")
+    (['0.001', '0.01'], [0.5, 0.8])
+    """
+
+    def __init__(self, rows: Iterable[dict[str, str]]) -> None:
+        self.rows = list(rows)
+        summary = summarize(self.rows)
+        self.groups = {group_key(g): g for g in summary}
+        if len(self.groups) != len(summary):
+            raise ValueError("two configurations share a name")
+
+    def __getitem__(self, name: str) -> dict[str, object]:
+        return self.groups[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.groups
+
+    def runs(self, name: str, rate: str | None = None) -> list[dict[str, str]]:
+        """The rows of configuration ``name``: at ``rate``, or at every rate when ``None``."""
+        return [r for r in self.rows
+                if group_key(r) == name and (rate is None or r["lr"] == rate)]  # fmt: skip
+
+    def by_seed(self, name: str) -> dict[int, float]:
+        """``{seed: test accuracy}`` of ``name`` at its chosen rate (one entry per seed)."""
+        rate = str(self.groups[name]["lr"])
+        return {int(r["seed"]): float(r["test_accuracy"]) for r in self.runs(name, rate)}
+
+    def seeds(self, name: str) -> list[float]:
+        """The test accuracies of ``name``'s seeds at its chosen rate, by seed."""
+        return [v for _, v in sorted(self.by_seed(name).items())]
+
+    def at_rate(self, name: str, rate: str) -> list[float]:
+        """The test accuracies of ``name``'s seeds at ``rate`` (chosen or not)."""
+        return [float(r["test_accuracy"]) for r in self.runs(name, rate)]
+
+    def val_by_rate(self, name: str) -> tuple[list[str], list[float]]:
+        """The rates tried for ``name``, smallest first, and the mean validation accuracy over
+        the seeds at each: two lists of ``n_rates`` entries."""
+        rates = sorted({r["lr"] for r in self.runs(name)}, key=float)
+        means = [statistics.fmean(float(r["val_accuracy"]) for r in self.runs(name, rate))
+                 for rate in rates]  # fmt: skip
+        return rates, means
+
+    def flat_seeds(self, name: str) -> int:
+        """How many of ``name``'s seeds at its chosen rate are flat (solved or no longer
+        improving, :func:`attnlab.study.stats.summarize`)."""
+        g = self.groups[name]
+        return round(float(g["flat"]) * int(g["seeds"]))  # type: ignore[arg-type]
+
+    def curve_point(self, name: str, rate: str, point: int) -> float:
+        """The mean over the seeds of point ``point`` (0-based) of the training-loss curves of
+        ``name`` at ``rate`` (the CSV keeps 20 points, each the mean of a twentieth of the
+        steps)."""
+        return statistics.fmean(float(r["curve"].split()[point]) for r in self.runs(name, rate))
+
+    def paired(self, a: str, b: str) -> Paired:
+        """The paired difference ``a - b`` of two configurations at their chosen rates."""
+        return paired(self.by_seed(a), self.by_seed(b))
+
+    def values_table(self, names: Iterable[str]) -> str:
+        """The per-configuration values a text quotes, one line each (fields joined by
+        ``" | "``): name, mean test accuracy [95 % t-interval], the same at ``n = 32`` (``-``
+        where not tested), chosen rate, parameters, seeds.
+
+        Examples
+        --------
+        >>> from attnlab.study.report import StudyResults
+        >>> results = StudyResults([])
+        >>> results.groups["x"] = dict(acc_mean=0.5, acc_low=0.4, acc_high=0.6,
+        ...                            long_mean=float("nan"), lr="0.01", parameters=1234,
+        ...                            seeds=5)
+        >>> header, line = results.values_table(["x"]).splitlines()
+        >>> [field.strip() for field in line.split(" | ")]
+        ['x', '0.500 [0.400, 0.600]', '-', '0.01', '1,234', '5']
+        """
+        lines = [f"{'configuration':36s} | {'accuracy':21s} | {'at n = 32':21s} | lr     | "
+                 "params | seeds"]  # fmt: skip
+        for name in names:
+            g = self.groups[name]
+            tested = not math.isnan(float(g["long_mean"]))  # type: ignore[arg-type]
+            at_32 = interval_text(g, "long") if tested else "-"
+            lines.append(f"{name:36s} | {interval_text(g):21s} | {at_32:21s} | "
+                         f"{g['lr']!s:6s} | {g['parameters']:6,} | {g['seeds']}")  # fmt: skip
+        return "\n".join(lines)
+
+
+class Quotes:
+    r"""The numbers a text quotes: each glued once for the book, and kept to be printed.
+
+    A glue role (``{glue:md}`name```) renders only in the built book; in Jupyter or Colab it
+    shows nothing, so every quoted number is also printed by the cell that glues it
+    (:meth:`show`).
+
+    Parameters
+    ----------
+    glue : callable
+        ``glue(name, text)``: hands one value to the book (myst-nb), called once per name.
+    results : StudyResults, optional
+        The configurations :meth:`paired` and :meth:`show` read.
+
+    Attributes
+    ----------
+    values : dict
+        name -> the text glued under it.
+    verdicts : dict
+        ``diff.A~B`` -> whether the rule separated ``A - B``.
+
+    Examples
+    --------
+    >>> from attnlab.study.report import Paired, Quotes
+    >>> book = {}
+    >>> quote = Quotes(book.__setitem__)
+    >>> quote("steps.long", "2000")
+    >>> quote.difference("a", "b", Paired(0.02, 0.01, 0.03, True))
+    >>> print("\n".join(quote.lines()))
+    steps.long: 2000
+    a minus b: +0.0200 [+0.0100, +0.0300] separated
+    >>> quote.lines(), book["diff.a~b"]
+    ([], '+0.0200 [+0.0100, +0.0300]')
+    """
+
+    #: Kinds printed in a :meth:`StudyResults.values_table` (or the settings table of
+    #: section 10.5), not one line each.
+    TABLED = ("acc", "params", "lr", "seeds", "hp")
+
+    def __init__(self, glue: Callable[[str, str], object],
+                 results: StudyResults | None = None) -> None:  # fmt: skip
+        self._glue = glue
+        self.results = results
+        self.values: dict[str, str] = {}
+        self.verdicts: dict[str, bool] = {}
+        self._shown: set[str] = set()
+
+    def __call__(self, name: str, text: str) -> None:
+        """Glue ``text`` under ``name``; a name is glued once (the book refuses twice)."""
+        if name in self.values:
+            raise ValueError(f"{name!r} is glued already")
+        self.values[name] = text
+        self._glue(name, text)
+
+    def difference(self, a: str, b: str, result: Paired) -> None:
+        """Glue ``result`` as ``diff.a~b`` with its verdict (again: the same value, skipped)."""
+        name = f"diff.{a}~{b}"
+        if name in self.values:
+            if self.values[name] != result.text():
+                raise ValueError(f"{name} was glued as {self.values[name]}")
+            return
+        self.verdicts[name] = result.separated
+        self(name, result.text())
+
+    def paired(self, a: str, b: str) -> Paired:
+        """``results.paired(a, b)``, glued as ``diff.a~b``."""
+        if self.results is None:
+            raise ValueError("Quotes needs results to pair configurations")
+        result = self.results.paired(a, b)
+        self.difference(a, b, result)
+        return result
+
+    def lines(self) -> list[str]:
+        """What was glued since the last call, one line each, but the tabled kinds:
+        ``"A minus B: value separated"`` (or ``not separated``), else ``"name: value"``."""
+        lines = []
+        for name in [n for n in self.values if n not in self._shown]:
+            self._shown.add(name)
+            if name.split(".")[0] in self.TABLED:
+                continue
+            if name in self.verdicts:
+                a, b = name[len("diff.") :].split("~")
+                verdict = "separated" if self.verdicts[name] else "not separated"
+                lines.append(f"{a} minus {b}: {self.values[name]} {verdict}")
+            else:
+                lines.append(f"{name}: {self.values[name]}")
+        return lines
+
+    def show(self, names: Sequence[str] = ()) -> None:
+        """Print the values table of ``names`` (if any), then :meth:`lines`."""
+        if names:
+            if self.results is None:
+                raise ValueError("Quotes needs results to print a values table")
+            print(self.results.values_table(names))
+        for line in self.lines():
+            print(line)
