@@ -343,3 +343,22 @@ def test_bounded_adapter_applies_in_the_graders_evaluation():
                                     [(x, 10**8), (x, 64 * 1024)])
     assert list(results[0]) == ["ok"] and list(results[1]) == ["error"]
     assert "memory peaked" in results[1]["error"]
+
+
+def test_a_hint_that_equals_the_right_output_on_a_case_is_not_named_there():
+    # Chapter 11's reader: a right mask returned as integers, on a case where the causal part
+    # changes nothing (lengths [1]), was told "this is the padding mask alone".
+    from attnlab.course.spec import Case, ExerciseFailure, judge
+
+    def boolean_and_close(got, case):
+        if np.asarray(got).dtype != bool:
+            raise ExerciseFailure(f"on {case.on}: a mask must be boolean")
+
+    right = np.array([[True, False], [True, False]])
+    case = Case((), right, on="lengths [1]", judge=boolean_and_close,
+                hints={"this is the padding mask alone": right.copy(),
+                       "this is the causal mask alone": np.tri(2, dtype=bool)})
+    with pytest.raises(ExerciseFailure, match="must be boolean"):
+        judge(right.astype(int), case)
+    with pytest.raises(ExerciseFailure, match="causal mask alone"):  # a real mistake is named
+        judge(np.tri(2, dtype=int), case)

@@ -133,6 +133,9 @@ def grade(
     if not isolated:
         if not allow_unsandboxed:
             raise RuntimeError(f"no sandbox: {why} (or pass --allow-unsandboxed, see the guide)")
+        refusal = sandbox.uid_only_refusal() if mode == "uid-only" else None
+        if refusal is not None:  # before any notebook runs: every answer would fail
+            raise RuntimeError(refusal)
         print(WARNING.format(why=why, mode=mode, who=_WHO[mode]), file=sys.stderr)
     wanted = limits or sandbox.Limits(cpu_seconds=int(timeout + 300))
     limits, lowered = sandbox.effective_limits(wanted)

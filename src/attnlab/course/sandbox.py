@@ -306,6 +306,46 @@ def unsandboxed_mode() -> str:
     return "unsandboxed"
 
 
+def _unsearchable(path: Path) -> Path | None:
+    """The first folder on the way to ``path`` (or its link target) that other users cannot
+    enter (no ``x`` bit for "others"), else ``None``."""
+    for target in (path, path.resolve()):
+        for folder in _ancestors(target):
+            try:
+                if not os.stat(folder).st_mode & 0o001:
+                    return folder
+            except OSError:
+                return folder
+    return None
+
+
+def uid_only_refusal(python: str | None = None) -> str | None:
+    """Why ``uid-only`` grading cannot run here, or ``None`` when it can.
+
+    In that mode each notebook runs under a user id of its own, which must be able to start
+    this environment's interpreter ``python`` (default :func:`python_executable`); a venv
+    made from a Python under root's home (mode 0700, as pyenv installs it) cannot be, and
+    every answer would fail with "Permission denied". Tried once as ``UID_BASE``.
+    """
+    python = python or python_executable()
+    # setpriv's own exec of the interpreter succeeds even then; the runner's start of the
+    # kernel, an exec by that user, does not: so the trial lets /bin/sh, as the user, exec it
+    cmd = ["setpriv", f"--reuid={UID_BASE}", f"--regid={UID_BASE}", "--clear-groups",
+           "/bin/sh", "-c", 'exec "$0" -c pass', python]
+    try:
+        done = subprocess.run(cmd, capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"uid-only grading could not start a trial as user id {UID_BASE}: {error}"
+    if done.returncode == 0:
+        return None
+    blocked = _unsearchable(Path(python))
+    why = (f"other users cannot enter {blocked}" if blocked is not None else
+           " ".join(done.stderr.decode(errors="replace").strip().splitlines()[-1:]))
+    return (f"uid-only grading: user id {UID_BASE} cannot run {python} ({why}); install "
+            "bubblewrap (scripts/ensure_sandbox.sh), or grade from a venv whose Python other "
+            "users can run (for example one made under /opt)")
+
+
 def sandbox_mode() -> str:
     """``"rootful"``, ``"rootless"``, or ``""`` when no sandbox works here."""
     return _probe()[0]
