@@ -10,7 +10,11 @@
 - :func:`language_table_markdown`, :func:`pilot_markdown`, :func:`language_summary`: the
   Markdown of ``summary.md``;
 - :func:`plot_language_curves`: validation bits per character against training characters,
-  one line per slot (the mean over its seeds), to show whether runs were still falling.
+  one line per slot (the mean over its seeds), to show whether runs were still falling;
+- :func:`grid_table`, :func:`grid_table_markdown`: every *planned* slot, one row each, with
+  its test bpc seed by seed, and the mean and the paired difference only where every planned
+  seed has finished (a slot with missing seeds is marked pending, never left out): the
+  table of chapter 12 while the grid is still running, and once it is done.
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from attnlab.study.stats import t_interval
 
 __all__ = [
-    "BASELINE", "language_summary", "language_table_markdown", "mean_curves", "paired_differences",
-    "pilot_markdown", "plot_language_curves", "slot_summary",
+    "BASELINE", "grid_table", "grid_table_markdown", "language_summary", "language_table_markdown",
+    "mean_curves", "paired_differences", "pilot_markdown", "plot_language_curves", "slot_summary",
 ]  # fmt: skip
 
 #: The slot every difference is taken from: chapter 11's model as it is.
@@ -191,3 +195,129 @@ def plot_language_curves(rows: Sequence[Mapping[str, str]], ax=None):
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
     return ax.figure
+
+
+def grid_table(
+    rows: Iterable[Mapping[str, str]],
+    slots: Sequence[str],
+    seeds: Sequence[int] = (0, 1, 2),
+    baseline: str = BASELINE,
+) -> list[dict]:
+    """One entry per planned slot (in the order of ``slots``), finished or not.
+
+    Parameters
+    ----------
+    rows : iterable of mappings
+        Rows of the main grid's ``results.csv`` (one per slot and seed).
+    slots : sequence of str
+        The planned slots, ``k`` of them; a slot of ``rows`` outside ``slots`` raises.
+    seeds : sequence of int
+        The planned seeds, ``m`` of them; a seed outside them raises.
+    baseline : str
+        The slot the differences are taken from.
+
+    Returns
+    -------
+    list of dict
+        ``k`` entries: ``slot``; ``bpc`` (``{seed: test bpc or None}``, ``m`` entries);
+        ``done`` (how many planned seeds finished); ``complete`` (all ``m``); ``parameters``,
+        ``macs_per_token`` (``None`` without a row); ``mean``, ``low``, ``high`` (the test bpc
+        and its 95 % t-interval, ``None`` unless complete); ``difference`` (``None``, or
+        ``(mean, low, high)`` of ``bpc(slot, s) - bpc(baseline, s)`` over the ``m`` seeds, from
+        :func:`paired_differences`, when both the slot and the baseline are complete; the
+        baseline's own entry has ``None``).
+
+    Raises
+    ------
+    ValueError
+        On a row of a slot or seed that is not planned, or two rows for one slot and seed.
+
+    Examples
+    --------
+    >>> bpc = {"sdpa-learned": (2.30, 2.33, 2.27), "gam-p2": (2.40, 2.46, 2.35)}
+    >>> rows = [{"slot": slot, "seed": str(seed), "test_bpc": str(v), "lr": "0.001",
+    ...          "steps": "2000", "parameters": "100", "macs_per_token": "200",
+    ...          "ms_per_step": "9"} for slot, values in bpc.items()
+    ...         for seed, v in enumerate(values)]
+    >>> base, gam, rel = grid_table(rows, ["sdpa-learned", "gam-p2", "gamrel"])
+    >>> [round(v, 4) for v in gam["difference"]]  # D = (0.10, 0.13, 0.08), t = 4.303
+    [0.1033, 0.0408, 0.1659]
+    >>> rel["done"], rel["complete"], rel["bpc"], rel["difference"]
+    (0, False, {0: None, 1: None, 2: None}, None)
+    """
+    rows = list(rows)
+    table = _by_slot(rows)
+    for slot, by_seed in table.items():
+        if slot not in slots:
+            raise ValueError(f"a row of slot {slot!r}, which is not among the planned slots")
+        extra = sorted(set(by_seed) - set(seeds))
+        if extra:
+            raise ValueError(f"slot {slot!r} has rows for seeds {extra}, not planned")
+    complete = {s for s in slots if set(table.get(s, {})) == set(seeds)}
+    kept = [r for r in rows if r["slot"] in complete]
+    summary = {s["slot"]: s for s in slot_summary(kept)}
+    diffs = paired_differences(kept, baseline) if baseline in complete else {}
+    out = []
+    for slot in slots:
+        by_seed = table.get(slot, {})
+        first = next(iter(by_seed.values()), None)
+        entry = {
+            "slot": slot,
+            "bpc": {s: float(by_seed[s]["test_bpc"]) if s in by_seed else None for s in seeds},
+            "done": len(by_seed), "complete": slot in complete,
+            "parameters": None if first is None else int(first["parameters"]),
+            "macs_per_token": None if first is None else int(first["macs_per_token"]),
+            "mean": None, "low": None, "high": None, "difference": None,
+        }  # fmt: skip
+        if slot in summary:
+            entry.update({k: summary[slot][k] for k in ("mean", "low", "high")})
+        if slot in diffs:
+            d = diffs[slot]
+            entry["difference"] = (d["mean"], d["low"], d["high"])
+        out.append(entry)
+    return out
+
+
+def grid_table_markdown(
+    entries: Sequence[Mapping],
+    sizes: Mapping[str, tuple[int, int]] | None = None,
+    baseline: str = BASELINE,
+) -> str:
+    """:func:`grid_table`'s entries as a Markdown table: slot, parameters, MACs/token, test bpc
+    per seed (``pending`` where missing), mean [95 %], difference from ``baseline`` [95 %].
+
+    ``sizes`` maps a slot to ``(parameters, macs_per_token)`` for slots without a row yet
+    (built from the slot's definition); a slot with a row must agree with it, or it raises
+    ``ValueError``.
+    """
+    sizes = sizes or {}
+    seeds = list(entries[0]["bpc"]) if entries else []
+    lines = [
+        "| configuration | parameters | MACs/token | "
+        + " | ".join(f"seed {s}" for s in seeds)
+        + f" | mean [95 %] | − `{baseline}` [95 %] |",
+        "|---|---:|---:|" + "---:|" * len(seeds) + "---|---|",
+    ]
+    for e in entries:
+        size = (e["parameters"], e["macs_per_token"])
+        if e["slot"] in sizes:
+            if e["parameters"] is not None and tuple(sizes[e["slot"]]) != size:
+                raise ValueError(f"slot {e['slot']!r}: rows say {size}, sizes {sizes[e['slot']]}")
+            size = tuple(sizes[e["slot"]])
+        params, macs = ("–" if v is None else f"{v:,}" for v in size)
+        per_seed = ["pending" if v is None else f"{v:.3f}" for v in e["bpc"].values()]
+        if e["complete"]:
+            mean = f"{e['mean']:.3f} " + _interval(e["low"], e["high"]).replace("+", "")
+        else:
+            mean = f"pending ({e['done']} of {len(seeds)} seeds)"
+        if e["slot"] == baseline:
+            diff = "(baseline)"
+        elif e["difference"] is None:
+            diff = "pending"
+        else:
+            diff = f"{e['difference'][0]:+.3f} " + _interval(*e["difference"][1:])
+        lines.append(
+            f"| `{e['slot']}` | {params} | {macs} | " + " | ".join(per_seed)
+            + f" | {mean} | {diff} |"
+        )  # fmt: skip
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,305 @@
+"""Chapter 12's numbers, recomputed from the language grid's CSV without the code under test.
+
+The chapter (a draft in ``drafts/12_gam_on_language.ipynb`` until the grid is complete) fills
+its results table and its comparisons with ``attnlab.study.language_report.grid_table`` and
+``paired_differences``. Here the same numbers are recomputed from the CSV read with the
+standard library: a float64 paired t-interval written out below, with Student quantiles from
+a printed table (t_{0.975,2} = 4.302652730), not ``attnlab.study.stats``. Every test passes
+whatever the number of finished rows: a slot with fewer than three seeds must be *pending*.
+
+The draft's stored outputs are read, never executed: its glue roles must all have a glued
+value, its code may take its statistics only from the helpers tested here, and, where it was
+executed against the CSV as it is now, every glued number must equal the recomputation.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import importlib.resources
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnlab.study.language_grid import MAIN_SLOTS, SEEDS
+from attnlab.study.language_report import BASELINE, grid_table, grid_table_markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+DRAFT = ROOT / "drafts" / "12_gam_on_language.ipynb"
+#: Two-sided 95 % Student t quantiles by degrees of freedom, from a printed table.
+T_975 = {1: 12.706204736, 2: 4.302652730, 3: 3.182446305, 4: 2.776445105}
+#: What the draft may import from ``language_report``: the helpers tested in this file (or,
+#: for ``mean_curves`` and ``plot_language_curves``, in ``tests/test_study_language.py``).
+TESTED_HELPERS = {"BASELINE", "grid_table", "grid_table_markdown", "mean_curves",
+                  "paired_differences", "plot_language_curves"}  # fmt: skip
+
+
+def _csv_rows() -> list[dict[str, str]]:
+    """The packaged main grid, read with the csv module alone."""
+    results = importlib.resources.files("attnlab.study") / "language_results" / "results.csv"
+    with importlib.resources.as_file(results) as path, open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _by_slot(rows) -> dict[str, dict[int, float]]:
+    out: dict[str, dict[int, float]] = {}
+    for r in rows:
+        seeds = out.setdefault(r["slot"], {})
+        assert int(r["seed"]) not in seeds, "two rows for one slot and seed"
+        seeds[int(r["seed"])] = float(r["test_bpc"])
+    return out
+
+
+def _close(got, expected) -> bool:
+    """``got (mean, low, high)`` equals ``expected`` up to the library's printed quantile.
+
+    ``attnlab.study.stats`` keeps its t quantiles to three decimals (4.303 for two degrees of
+    freedom), so its bounds may differ from the exact quantile's by the half-width times
+    ``0.0005 / t``: about 8e-5 of the half-width here, far below the three decimals printed.
+    """
+    mean, low, high = expected
+    slack = (high - mean) * 0.0005 / T_975[2] + 1e-12
+    return bool(np.allclose(got, expected, rtol=0, atol=slack))
+
+
+def _same_number(text: str, value: float, half: float = 0.0) -> bool:
+    """A number printed to three decimals is ``value`` rounded, up to the quantile's slack."""
+    return abs(float(text) - value) <= 0.0005 + half * 0.0005 / T_975[2] + 1e-9
+
+
+def _t_interval(values: list[float]) -> tuple[float, float, float]:
+    """Mean and 95 % t-interval in float64, written out: sum, squared deviations, k - 1."""
+    x = np.asarray(values, dtype=np.float64)
+    k = x.size
+    mean = x.sum() / k
+    variance = ((x - mean) ** 2).sum() / (k - 1)
+    half = T_975[k - 1] * math.sqrt(variance / k)
+    return float(mean), float(mean - half), float(mean + half)
+
+
+def _paired(a: dict[int, float], b: dict[int, float]) -> tuple[float, float, float]:
+    assert sorted(a) == sorted(b) == list(SEEDS)
+    return _t_interval([a[s] - b[s] for s in SEEDS])
+
+
+def _printed_interval(text: str, expected, signed: bool = False) -> bool:
+    """``"m [l, h]"`` (signs on every number if ``signed``) prints ``expected`` to 3 decimals."""
+    number = r"[+-]\d+\.\d{3}" if signed else r"-?\d+\.\d{3}"
+    match = re.fullmatch(rf"({number}) \[({number}), ({number})\]", text)
+    if match is None:
+        return False
+    half = expected[2] - expected[0]
+    return all(_same_number(t, v, half) for t, v in zip(match.groups(), expected, strict=True))
+
+
+def _check_table(rows, slots=MAIN_SLOTS, seeds=SEEDS):
+    """``grid_table`` against the recomputation, for any number of finished rows."""
+    bpc = _by_slot(rows)
+    full = {s for s in slots if sorted(bpc.get(s, {})) == list(seeds)}
+    entries = grid_table(rows, slots, seeds)
+    assert [e["slot"] for e in entries] == list(slots)  # every planned slot, none dropped
+    for e in entries:
+        have = bpc.get(e["slot"], {})
+        assert e["bpc"] == {s: have.get(s) for s in seeds}
+        assert e["done"] == len(have) and e["complete"] == (e["slot"] in full)
+        if e["slot"] in full:
+            expected = _t_interval([have[s] for s in seeds])
+            assert _close((e["mean"], e["low"], e["high"]), expected)
+        else:
+            assert e["mean"] is e["low"] is e["high"] is None
+        if e["slot"] != BASELINE and e["slot"] in full and BASELINE in full:
+            expected = _paired(have, bpc[BASELINE])
+            assert _close(e["difference"], expected)
+        else:
+            assert e["difference"] is None
+    return entries, bpc, full
+
+
+def _fake_rows(seed: int, drop: int = 0) -> list[dict[str, str]]:
+    """A made-up grid: every planned slot and seed, a shared luck per seed; ``drop`` rows off
+    the end (the grid runs seed-major, so the last rows are seed 2's)."""
+    rng = np.random.default_rng(seed)
+    luck = rng.normal(0, 0.05, size=len(SEEDS))
+    level = {s: 2.3 + 0.5 * rng.random() for s in MAIN_SLOTS}
+    rows = [
+        {"slot": slot, "seed": str(s), "lr": "0.001", "steps": "2000", "parameters": "1000",
+         "macs_per_token": "2000", "ms_per_step": "100",
+         "test_bpc": f"{level[slot] + luck[s] + rng.normal(0, 0.01):.4f}"}
+        for s in SEEDS for slot in MAIN_SLOTS
+    ]  # fmt: skip
+    return rows[: len(rows) - drop]
+
+
+def test_the_table_of_the_packaged_csv_matches_the_recomputation():
+    rows = _csv_rows()
+    assert len(rows) <= len(MAIN_SLOTS) * len(SEEDS)
+    entries, bpc, full = _check_table(rows)
+    for e in entries:  # the sizes in the CSV are the slots' own, for every finished row
+        for r in rows:
+            if r["slot"] == e["slot"]:
+                assert (e["parameters"], e["macs_per_token"]) == (
+                    int(r["parameters"]),
+                    int(r["macs_per_token"]),
+                )
+
+
+@pytest.mark.parametrize("drop", [0, 1, 12, 30, 36])
+def test_the_table_of_a_made_up_grid_at_any_stage(drop):
+    _check_table(_fake_rows(seed=drop, drop=drop))
+
+
+def test_paired_interval_written_out_on_three_seeds():
+    # D = (0.10, 0.13, 0.08): mean 0.10333, s_D = 0.025166, half = 4.302653 * s_D / sqrt(3)
+    rows = [{"slot": s, "seed": str(i), "lr": "1", "steps": "1", "parameters": "1",
+             "macs_per_token": "1", "ms_per_step": "1", "test_bpc": str(v)}
+            for s, values in ((BASELINE, (2.30, 2.33, 2.27)), ("gam-p2", (2.40, 2.46, 2.35)))
+            for i, v in enumerate(values)]  # fmt: skip
+    entry = grid_table(rows, (BASELINE, "gam-p2"))[1]
+    s_d = math.sqrt(((0.10 - 0.31 / 3) ** 2 + (0.13 - 0.31 / 3) ** 2 + (0.08 - 0.31 / 3) ** 2) / 2)
+    half = 4.302652730 * s_d / math.sqrt(3)
+    assert _close(entry["difference"], (0.31 / 3, 0.31 / 3 - half, 0.31 / 3 + half))
+    assert not _close(
+        entry["difference"],
+        (0.31 / 3, 0.31 / 3 - 1.96 * s_d / math.sqrt(3), 0.31 / 3 + 1.96 * s_d / math.sqrt(3)),
+    )  # not z
+
+
+def test_unplanned_rows_are_refused():
+    rows = _fake_rows(0)
+    with pytest.raises(ValueError, match="not among the planned slots"):
+        grid_table(rows + [{**rows[0], "slot": "gam-poly-b2"}], MAIN_SLOTS)
+    with pytest.raises(ValueError, match="not planned"):
+        grid_table(rows + [{**rows[0], "seed": "7"}], MAIN_SLOTS)
+    with pytest.raises(ValueError, match="two rows"):
+        grid_table(rows + [rows[0]], MAIN_SLOTS)
+
+
+@pytest.mark.parametrize("drop", [0, 20])
+def test_the_markdown_table_shows_every_slot_and_marks_what_is_pending(drop):
+    rows = _fake_rows(seed=3, drop=drop)
+    entries, bpc, full = _check_table(rows)
+    sizes = {s: (1000, 2000) for s in MAIN_SLOTS}
+    lines = grid_table_markdown(entries, sizes).strip().splitlines()[2:]
+    assert len(lines) == len(MAIN_SLOTS)
+    for slot, line in zip(MAIN_SLOTS, lines, strict=True):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[0] == f"`{slot}`" and cells[1:3] == ["1,000", "2,000"]
+        have = bpc.get(slot, {})
+        assert cells[3:6] == [f"{have[s]:.3f}" if s in have else "pending" for s in SEEDS]
+        if slot in full:
+            expected = _t_interval([have[s] for s in SEEDS])
+            assert _printed_interval(cells[6], expected), (cells[6], expected)
+        else:
+            assert cells[6] == f"pending ({len(have)} of 3 seeds)"
+        if slot == BASELINE:
+            assert cells[7] == "(baseline)"
+        elif slot in full and BASELINE in full:
+            expected = _paired(have, bpc[BASELINE])
+            assert _printed_interval(cells[7], expected, signed=True), (cells[7], expected)
+        else:
+            assert cells[7] == "pending"
+    with pytest.raises(ValueError, match="rows say"):
+        grid_table_markdown(entries, {**sizes, MAIN_SLOTS[0]: (1, 2)})
+
+
+# ---- the draft, read and never executed ------------------------------------------------------
+def _draft():
+    return json.loads(DRAFT.read_text(encoding="utf-8"))
+
+
+def _stored_glue(nb) -> dict[str, str]:
+    out = {}
+    for cell in nb["cells"]:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name is not None:
+                data = output["data"]
+                out[name] = data.get(
+                    "application/papermill.record/text/markdown",
+                    data.get("application/papermill.record/text/plain"),
+                )
+    return out
+
+
+def test_the_draft_takes_its_statistics_from_the_tested_helpers_only():
+    imported, modules = set(), set()
+    for cell in _draft()["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        for node in ast.walk(ast.parse("".join(cell["source"]))):
+            if isinstance(node, ast.ImportFrom):
+                modules.add(node.module)
+                if node.module == "attnlab.study.language_report":
+                    imported |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.Import):
+                modules |= {alias.name for alias in node.names}
+    assert imported and imported <= TESTED_HELPERS, imported - TESTED_HELPERS
+    assert not modules & {"attnlab.study.stats", "scipy", "scipy.stats", "statistics"}, modules
+
+
+def test_every_glue_role_of_the_draft_has_a_stored_value():
+    nb = _draft()
+    glued = _stored_glue(nb)
+    text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    roles = set(re.findall(r"\{glue:md\}`([^`]+)`", text))
+    roles |= set(re.findall(r"```\{glue:md\} (\S+)", text))
+    assert roles, "the draft cites no glued value"
+    assert roles <= set(glued), sorted(roles - set(glued))
+    assert all(c.get("execution_count") is not None for c in nb["cells"]
+               if c["cell_type"] == "code"), "the draft is not fully executed"  # fmt: skip
+
+
+def test_the_drafts_glued_numbers_are_the_csvs():
+    nb, rows = _draft(), _csv_rows()
+    glued = _stored_glue(nb)
+    if glued["grid.rows"] != str(len(rows)):
+        pytest.skip(
+            f"the draft was executed with {glued['grid.rows']} rows and the CSV has "
+            f"{len(rows)}: re-execute it (its numbers are checked then)"
+        )
+    bpc = _by_slot(rows)
+    full = {s for s in MAIN_SLOTS if sorted(bpc.get(s, {})) == list(SEEDS)}
+    designed = len(MAIN_SLOTS) * len(SEEDS)
+    if len(rows) < designed:
+        assert f"with {len(rows)} of the {designed} planned runs" in glued["grid.status"]
+        assert f"{len(full)} of the {len(MAIN_SLOTS)} configurations" in glued["grid.status"]
+    else:
+        assert glued["grid.status"].startswith("The grid is complete")
+    comparisons = {k[len("cmp."):]: v for k, v in glued.items()
+                   if k.startswith("cmp.") and "~" in k}  # fmt: skip
+    ready = separated = 0
+    for pair, text in comparisons.items():
+        a, b = pair.split("~")
+        if a in full and b in full:
+            mean, low, high = _paired(bpc[a], bpc[b])
+            ready += 1
+            apart = low > 0 or high < 0
+            separated += apart
+            printed, _, _ = text.partition(", ")
+            assert _printed_interval(printed, (mean, low, high), signed=True), (pair, text)
+            assert text.endswith("not separated") != apart, (pair, text)
+            if apart:
+                assert ("fewer" in text) == (mean < 0), (pair, text)
+        else:
+            assert text == (f"pending (`{a}` {len(bpc.get(a, {}))} of 3 seeds, "
+                            f"`{b}` {len(bpc.get(b, {}))} of 3)"), (pair, text)  # fmt: skip
+    assert glued["cmp.total"] == str(len(comparisons)) and len(comparisons) >= 10
+    assert (glued["cmp.ready"], glued["cmp.separated"]) == (str(ready), str(separated))
+    seed0 = {slot: v[0] for slot, v in bpc.items() if 0 in v}
+    for slot in ("gam-p2", "gam-p2-b2", "gamrel"):
+        assert glued[f"s0.{slot}"] == f"{seed0[slot] - seed0[BASELINE]:.3f}"
+    drops = []
+    for r in rows:  # the last two checkpoints of each run's curve, "step:bpc" pairs
+        *_, before, last = (float(p.split(":")[1]) for p in r["curve"].split())
+        drops.append(before - last)
+    assert glued["curves.last_drop"] == f"{min(drops):.3f} to {max(drops):.3f}"
+    assert glued["t.separable"] == f"{T_975[2] / math.sqrt(3):.2f}" == "2.48"
+    table = glued["grid_table"].strip().splitlines()[2:]  # the table as glued: seed columns
+    for slot, line in zip(MAIN_SLOTS, table, strict=True):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        have = bpc.get(slot, {})
+        assert cells[3:6] == [f"{have[s]:.3f}" if s in have else "pending" for s in SEEDS]
