@@ -287,3 +287,12 @@ def test_the_library_s_interval_is_refused():
 def test_an_interval_of_the_wrong_shape_is_refused():
     ok, message = _verdict(lambda a, b: table_interval(a, b)[1:], "10.1")
     assert not ok and "(mean, low, high)" in message
+
+
+def test_the_near_tie_case_is_shown_with_its_perturbation():
+    """The reader's point: a float32 answer was told of a pattern "2e-8 short of a tie" on a
+    case printed as a = [0.8, 0.7, 0.5], an exact tie to the eye; the case now shows 0.50000001."""
+    ok, message = _verdict(WRONG["float32"][0])
+    assert not ok and "2e-8 short of a tie" in message, message
+    assert "0.50000001" in message, message
+    assert "a = [0.8, 0.7, 0.5]," not in message, message

@@ -210,8 +210,13 @@ def _paired_case(a: np.ndarray, b: np.ndarray) -> Case:
               "shuffling the accuracies of a and b together"] = _unpaired(a, b)
     expected = _sign_flip(diff)
     hints = {m: v for m, v in hints.items() if abs(v - expected) > TIE_TOL}
-    on = f"a = {np.round(a, 3).tolist()}, b = {np.round(b, 3).tolist()}"
+    on = f"a = {_digits(a)}, b = {_digits(b)}"
     return Case((a, b), expected, on=on, hints=hints, atol=TIE_TOL, rtol=0.0)
+
+
+def _digits(values: np.ndarray) -> str:
+    """``values`` to 10 significant digits, so that a near tie (0.50000001) shows as one."""
+    return "[" + ", ".join(f"{float(v):.10g}" for v in values) + "]"
 
 
 def _accuracies(rng: np.random.Generator, k: int, low: int = 500) -> np.ndarray:
