@@ -11,7 +11,7 @@
   Markdown of ``summary.md``;
 - :func:`plot_language_curves`: validation bits per character against training characters,
   one line per slot (the mean over its seeds), to show whether runs were still falling;
-- :func:`grid_table`, :func:`grid_table_markdown`: every *planned* slot, one row each, with
+- ``grid_table``, ``grid_table_markdown``: every *planned* slot, one row each, with
   its test bpc seed by seed, and the mean and the paired difference only where every planned
   seed has finished (a slot with missing seeds is marked pending, never left out): the
   table of chapter 12 while the grid is still running, and once it is done.
@@ -283,7 +283,7 @@ def grid_table_markdown(
     sizes: Mapping[str, tuple[int, int]] | None = None,
     baseline: str = BASELINE,
 ) -> str:
-    """:func:`grid_table`'s entries as a Markdown table: slot, parameters, MACs/token, test bpc
+    """``grid_table``'s entries as a Markdown table: slot, parameters, MACs/token, test bpc
     per seed (``pending`` where missing), mean [95 %], difference from ``baseline`` [95 %].
 
     ``sizes`` maps a slot to ``(parameters, macs_per_token)`` for slots without a row yet
