@@ -92,8 +92,8 @@ def run() -> dict[str, str]:
     """Return the markdown table ``lm``: characters per second and ratios."""
     before = torch.get_num_threads()
     rows = [
-        "| context | threads | book (boolean mask) | sdpa `is_causal` | sdpa + RoPE "
-        "| `nn.TransformerEncoderLayer` "
+        "| context | threads | book | sdpa | sdpa + RoPE "
+        "| torch.nn "
         "| book / torch.nn | sdpa / torch.nn | RoPE / learned |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -112,7 +112,8 @@ def run() -> dict[str, str]:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     note = (
         f"Training characters per second (forward, backward, AdamW), {CHARS:,} characters a "
-        f"step, d = {D}, {L} blocks, {H} heads, float32, CPU; medians of 9 interleaved repeats "
+        f"step, d = {D}, {L} blocks, {H} heads, float32, CPU (book: boolean mask; sdpa: "
+        f"is_causal; torch.nn: nn.TransformerEncoderLayer); medians of 9 interleaved repeats "
         f"after 2 warm-up steps, timed by the process's CPU time on one thread and by wall time "
         f"on two; OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}; "
         f"torch {torch.__version__}, {os.cpu_count()} logical CPUs, "
