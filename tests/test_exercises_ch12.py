@@ -43,11 +43,11 @@ def test_12_1_passes_a_right_answer():
 @pytest.mark.parametrize(
     ("kwargs", "phrase"),
     [
-        ({"paired": False}, "not paired"),
-        ({"quantile": "z"}, "z-interval"),
-        ({"ddof": 0}, "divides by k - 1"),
-        ({"df_shift": 1}, "k - 1 degrees of freedom, not k"),
-        ({"flip": True}, "not b - a"),
+        ({"paired": False}, "the seeds are paired"),
+        ({"quantile": "z"}, "not the normal quantile 1.96"),
+        ({"ddof": 0}, "n - 1 (np.std(..., ddof=1)), not by n"),
+        ({"df_shift": 1}, "n - 1 degrees of freedom"),
+        ({"flip": True}, "the centre is the mean of the per-seed differences a_s - b_s"),
     ],
 )
 def test_12_1_names_each_partly_right_answer_on_every_draw(kwargs, phrase):

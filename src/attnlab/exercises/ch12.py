@@ -4,25 +4,19 @@
 - 12.2: multiply-adds per token of the language grid's GAM model, from its shapes.
 
 Both specs start with fixed cases on which every recognised partly right answer (unpaired,
-z instead of t, ``n`` instead of ``n - 1``, ``b - a``; a missing term of the count) gives a
-value of its own, so the mistake is named on every draw; random cases follow.
+z instead of t, ``n`` instead of ``n - 1``, a wrong centre: exercise 10.1's judge; a missing
+term of the count) gives a value of its own, so the mistake is named on every draw; random
+cases follow.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 
 import numpy as np
 
 from attnlab.course.spec import Case, exercise
-
-#: Two-sided 95 % Student t quantiles ``t_{0.975, k}`` for ``k = 1 … 6`` degrees of freedom
-#: (printed tables; ``k = 2`` is the language grid's three seeds). The exercise text prints them.
-T_975 = {1: 12.706204736, 2: 4.302652730, 3: 3.182446305, 4: 2.776445105, 5: 2.570581836,
-         6: 2.446911851}  # fmt: skip
-#: The normal quantile a z-interval would use.
-Z_975 = 1.959963985
+from attnlab.exercises.ch10 import INTERVAL_FORBID, _interval_case
 
 #: Fixed first cases of 12.1: (a, b), the grid's three seeds first.
 _FIXED_PAIRS = (
@@ -31,55 +25,26 @@ _FIXED_PAIRS = (
 )
 
 
-def _t_interval(x: np.ndarray, quantile: float, ddof: int = 1) -> np.ndarray:
-    """``(mean, low, high)`` of values ``x (k,)`` with ``quantile · sd / sqrt(k)``."""
-    mean = float(x.mean())
-    half = quantile * float(x.std(ddof=ddof)) / math.sqrt(x.size)
-    return np.array([mean, mean - half, mean + half])
-
-
-def _pair_case(a: np.ndarray, b: np.ndarray, on: str) -> Case:
-    k = a.size
-    diff = a - b  # (k,): one difference per seed
-    expected = _t_interval(diff, T_975[k - 1])
-    mean = float(diff.mean())
-    welch = T_975[k - 1] * math.sqrt(a.var(ddof=1) / k + b.var(ddof=1) / k)
-    hints = {
-        "the seeds are not paired: this interval treats a and b as independent samples; take "
-        "the differences a[s] - b[s] seed by seed first": np.array(
-            [mean, mean - welch, mean + welch]
-        ),
-        "this is a z-interval (1.96): with k seeds the quantile is Student's t with k - 1 "
-        "degrees of freedom": _t_interval(diff, Z_975),
-        "n instead of n - 1: the standard deviation of the differences divides by k - 1 "
-        "(ddof=1), not by k": _t_interval(diff, T_975[k - 1], ddof=0),
-        "n instead of n - 1: the t quantile has k - 1 degrees of freedom, not k": _t_interval(
-            diff, T_975[k]
-        ),
-        "the difference is a - b (the configuration minus the baseline), not b - a": (
-            _t_interval(-diff, T_975[k - 1])
-        ),
-    }
-    return Case((a.tolist(), b.tolist()), expected, on=on, hints=hints, atol=2e-5, rtol=1e-4)
-
-
 @exercise(
     "12.1",
     answer="paired_bpc_interval",
     passed="the paired 95 % t-interval of a - b by seed, on 2 fixed and 12 random pairs of lists",
-    forbid=("attnlab.study.stats.paired_interval", "attnlab.study.stats.t_interval",
-            "attnlab.study.language_report", "scipy.stats.ttest_rel"),
-)  # fmt: skip
+    forbid=(*INTERVAL_FORBID, "attnlab.study.language_report"),
+)
 def _paired_bpc_interval(rng: np.random.Generator) -> Iterator[Case]:
-    """``paired_bpc_interval(a, b)``: ``(mean, low, high)`` of ``a[s] - b[s]`` over the seeds."""
-    for i, (a, b) in enumerate(_FIXED_PAIRS):
-        yield _pair_case(np.array(a), np.array(b), f"fixed case {i}: a={a}, b={b}")
-    for case in range(12):
+    """``paired_bpc_interval(a, b)``: ``(mean, low, high)`` of ``a[s] - b[s]`` over the seeds.
+
+    The judge and the named mistakes are exercise 10.1's (:func:`attnlab.exercises.ch10`'s
+    ``_interval_case``), on bits per character instead of accuracies.
+    """
+    for a, b in _FIXED_PAIRS:
+        yield _interval_case(a, b)
+    for _ in range(12):
         k = int(rng.integers(2, 7))  # 2 to 6 seeds: 1 to 5 degrees of freedom
         luck = rng.normal(0, 0.1, size=k)  # the seed's luck, shared by both sides
         a = np.round(2.4 + luck + rng.normal(0, 0.02, size=k), 4)
         b = np.round(2.6 + luck + rng.normal(0, 0.02, size=k), 4)
-        yield _pair_case(a, b, f"case {case}: a={a.tolist()}, b={b.tolist()}")
+        yield _interval_case(a, b)
 
 
 def _gam_macs(d: int, n: int, h: int, brains: int, degree: int, layers: int, vocab: int,
