@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_study_chapter import glued as stored_glue
 
 from attnlab.study.language_grid import MAIN_SLOTS, SEEDS
 from attnlab.study.language_report import BASELINE, grid_table, grid_table_markdown
@@ -211,20 +212,6 @@ def _draft():
     return json.loads(DRAFT.read_text(encoding="utf-8"))
 
 
-def _stored_glue(nb) -> dict[str, str]:
-    out = {}
-    for cell in nb["cells"]:
-        for output in cell.get("outputs", []):
-            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
-            if name is not None:
-                data = output["data"]
-                out[name] = data.get(
-                    "application/papermill.record/text/markdown",
-                    data.get("application/papermill.record/text/plain"),
-                )
-    return out
-
-
 def test_the_draft_takes_its_statistics_from_the_tested_helpers_only():
     imported, modules = set(), set()
     for cell in _draft()["cells"]:
@@ -243,7 +230,7 @@ def test_the_draft_takes_its_statistics_from_the_tested_helpers_only():
 
 def test_every_glue_role_of_the_draft_has_a_stored_value():
     nb = _draft()
-    glued = _stored_glue(nb)
+    glued = stored_glue(DRAFT)
     text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     roles = set(re.findall(r"\{glue:md\}`([^`]+)`", text))
     roles |= set(re.findall(r"```\{glue:md\} (\S+)", text))
@@ -254,8 +241,8 @@ def test_every_glue_role_of_the_draft_has_a_stored_value():
 
 
 def test_the_drafts_glued_numbers_are_the_csvs():
-    nb, rows = _draft(), _csv_rows()
-    glued = _stored_glue(nb)
+    rows = _csv_rows()
+    glued = stored_glue(DRAFT)
     if glued["grid.rows"] != str(len(rows)):
         pytest.skip(
             f"the draft was executed with {glued['grid.rows']} rows and the CSV has "

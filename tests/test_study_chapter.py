@@ -30,14 +30,14 @@ T = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2
 GLUE_ROLE = re.compile(r"\{glue:md\}`([^`]+)`")
 
 
-def _cells():
-    return json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+def _cells(notebook: Path = NOTEBOOK):
+    return json.loads(notebook.read_text(encoding="utf-8"))["cells"]
 
 
-def glued() -> dict[str, str]:
-    """name → the markdown text glued into the stored notebook."""
+def glued(notebook: Path = NOTEBOOK) -> dict[str, str]:
+    """name → the markdown text glued into the stored ``notebook`` (default: chapter 10)."""
     values = {}
-    for cell in _cells():
+    for cell in _cells(notebook):
         for out in cell.get("outputs", []):
             scrapbook = out.get("metadata", {}).get("scrapbook", {})
             if "name" in scrapbook:
