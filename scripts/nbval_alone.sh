@@ -65,10 +65,10 @@ done
 
 # The longest first, so that the last notebook to end does not run alone for long: the order
 # of their times in strict nbval, two at a time on 2 cores at load 13 (seconds: 11 342, 10 126,
-# 07 90, 04 41, 01 40, 05 34, 06 32, 08 30, 02 26, 03 26, A1 24, 09 22). A notebook not listed
+# 07 90, 04 41, 01 40, 12 about 30, 05 34, 06 32, 08 30, 02 26, 03 26, A1 24, 09 22). A notebook not listed
 # (a new chapter) goes first, as it may be long.
 order="11_language_model 10_gam_study 07_luong_attention 04_scaled_attention 01_local_context
-05_multi_head_attention 06_attention_heads_on_images 08_generalized_attention
+12_gam_on_language 05_multi_head_attention 06_attention_heads_on_images 08_generalized_attention
 02_dot_product_attention 03_self_attention A1_linear_memory 09_positions"
 queue=()
 for name in "${names[@]}"; do

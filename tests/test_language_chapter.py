@@ -1,15 +1,16 @@
 """Chapter 12's numbers, recomputed from the language grid's CSV without the code under test.
 
-The chapter (a draft in ``drafts/12_gam_on_language.ipynb`` until the grid is complete) fills
-its results table and its comparisons with ``attnlab.study.language_report.grid_table`` and
-``paired_differences``. Here the same numbers are recomputed from the CSV read with the
-standard library: a float64 paired t-interval written out below, with Student quantiles from
-a printed table (t_{0.975,2} = 4.302652730), not ``attnlab.study.stats``. Every test passes
-whatever the number of finished rows: a slot with fewer than three seeds must be *pending*.
+Chapter 12 (``notebooks/12_gam_on_language.ipynb``) fills its results table and its
+comparisons with ``attnlab.study.language_report.grid_table`` and ``paired_differences``.
+Here the same numbers are recomputed from the CSV read with the standard library: a float64
+paired t-interval written out below, with Student quantiles from a printed table
+(t_{0.975,2} = 4.302652730), not ``attnlab.study.stats``. The helpers' tests pass whatever the
+number of finished rows (a slot with fewer than three seeds must be *pending*); the chapter's
+need the whole grid.
 
-The draft's stored outputs are read, never executed: its glue roles must all have a glued
-value, its code may take its statistics only from the helpers tested here, and, where it was
-executed against the CSV as it is now, every glued number must equal the recomputation.
+The chapter's stored outputs are read, never executed (strict nbval re-runs it): its glue roles
+must all have a glued value, its code may take its statistics only from the helpers tested
+here, and every glued number must equal the recomputation from the CSV as it is now.
 """
 
 from __future__ import annotations
@@ -24,16 +25,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_notebook_claims import parse
 from test_study_chapter import glued as stored_glue
 
 from attnlab.study.language_grid import MAIN_SLOTS, SEEDS
 from attnlab.study.language_report import BASELINE, grid_table, grid_table_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
-DRAFT = ROOT / "drafts" / "12_gam_on_language.ipynb"
+CHAPTER = ROOT / "notebooks" / "12_gam_on_language.ipynb"
 #: Two-sided 95 % Student t quantiles by degrees of freedom, from a printed table.
 T_975 = {1: 12.706204736, 2: 4.302652730, 3: 3.182446305, 4: 2.776445105}
-#: What the draft may import from ``language_report``: the helpers tested in this file (or,
+#: What the chapter may import from ``language_report``: the helpers tested in this file (or,
 #: for ``mean_curves`` and ``plot_language_curves``, in ``tests/test_study_language.py``).
 TESTED_HELPERS = {"BASELINE", "grid_table", "grid_table_markdown", "mean_curves",
                   "paired_differences", "plot_language_curves"}  # fmt: skip
@@ -207,17 +209,17 @@ def test_the_markdown_table_shows_every_slot_and_marks_what_is_pending(drop):
         grid_table_markdown(entries, {**sizes, MAIN_SLOTS[0]: (1, 2)})
 
 
-# ---- the draft, read and never executed ------------------------------------------------------
-def _draft():
-    return json.loads(DRAFT.read_text(encoding="utf-8"))
+# ---- the chapter, read and never executed ----------------------------------------------------
+def _chapter():
+    return json.loads(CHAPTER.read_text(encoding="utf-8"))
 
 
-def test_the_draft_takes_its_statistics_from_the_tested_helpers_only():
+def test_the_chapter_takes_its_statistics_from_the_tested_helpers_only():
     imported, modules = set(), set()
-    for cell in _draft()["cells"]:
+    for cell in _chapter()["cells"]:
         if cell["cell_type"] != "code":
             continue
-        for node in ast.walk(ast.parse("".join(cell["source"]))):
+        for node in ast.walk(parse("".join(cell["source"]))):  # %pip lines as pass
             if isinstance(node, ast.ImportFrom):
                 modules.add(node.module)
                 if node.module == "attnlab.study.language_report":
@@ -228,34 +230,26 @@ def test_the_draft_takes_its_statistics_from_the_tested_helpers_only():
     assert not modules & {"attnlab.study.stats", "scipy", "scipy.stats", "statistics"}, modules
 
 
-def test_every_glue_role_of_the_draft_has_a_stored_value():
-    nb = _draft()
-    glued = stored_glue(DRAFT)
+def test_every_glue_role_of_the_chapter_has_a_stored_value():
+    nb = _chapter()
+    glued = stored_glue(CHAPTER)
     text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     roles = set(re.findall(r"\{glue:md\}`([^`]+)`", text))
     roles |= set(re.findall(r"```\{glue:md\} (\S+)", text))
-    assert roles, "the draft cites no glued value"
+    assert roles, "the chapter cites no glued value"
     assert roles <= set(glued), sorted(roles - set(glued))
     assert all(c.get("execution_count") is not None for c in nb["cells"]
-               if c["cell_type"] == "code"), "the draft is not fully executed"  # fmt: skip
+               if c["cell_type"] == "code"), "the chapter is not fully executed"  # fmt: skip
 
 
-def test_the_drafts_glued_numbers_are_the_csvs():
+def test_the_chapters_glued_numbers_are_the_csvs():
     rows = _csv_rows()
-    glued = stored_glue(DRAFT)
-    if glued["grid.rows"] != str(len(rows)):
-        pytest.skip(
-            f"the draft was executed with {glued['grid.rows']} rows and the CSV has "
-            f"{len(rows)}: re-execute it (its numbers are checked then)"
-        )
+    glued = stored_glue(CHAPTER)
+    assert glued["grid.rows"] == str(len(rows)), "re-execute chapter 12 against the CSV"
     bpc = _by_slot(rows)
     full = {s for s in MAIN_SLOTS if sorted(bpc.get(s, {})) == list(SEEDS)}
-    designed = len(MAIN_SLOTS) * len(SEEDS)
-    if len(rows) < designed:
-        assert f"with {len(rows)} of the {designed} planned runs" in glued["grid.status"]
-        assert f"{len(full)} of the {len(MAIN_SLOTS)} configurations" in glued["grid.status"]
-    else:
-        assert glued["grid.status"].startswith("The grid is complete")
+    assert len(rows) == len(MAIN_SLOTS) * len(SEEDS) and len(full) == len(MAIN_SLOTS)
+    assert glued["grid.status"].startswith("The grid is complete")
     comparisons = {k[len("cmp."):]: v for k, v in glued.items()
                    if k.startswith("cmp.") and "~" in k}  # fmt: skip
     ready = separated = 0
@@ -266,7 +260,7 @@ def test_the_drafts_glued_numbers_are_the_csvs():
             ready += 1
             apart = low > 0 or high < 0
             separated += apart
-            printed, _, _ = text.partition(", ")
+            printed, _, _ = text.rpartition(", ")  # "m [l, h], verdict"
             assert _printed_interval(printed, (mean, low, high), signed=True), (pair, text)
             assert text.endswith("not separated") != apart, (pair, text)
             if apart:
@@ -276,9 +270,6 @@ def test_the_drafts_glued_numbers_are_the_csvs():
                             f"`{b}` {len(bpc.get(b, {}))} of 3)"), (pair, text)  # fmt: skip
     assert glued["cmp.total"] == str(len(comparisons)) and len(comparisons) >= 10
     assert (glued["cmp.ready"], glued["cmp.separated"]) == (str(ready), str(separated))
-    seed0 = {slot: v[0] for slot, v in bpc.items() if 0 in v}
-    for slot in ("gam-p2", "gam-p2-b2", "gamrel"):
-        assert glued[f"s0.{slot}"] == f"{seed0[slot] - seed0[BASELINE]:.3f}"
     drops = []
     for r in rows:  # the last two checkpoints of each run's curve, "step:bpc" pairs
         *_, before, last = (float(p.split(":")[1]) for p in r["curve"].split())
@@ -290,3 +281,25 @@ def test_the_drafts_glued_numbers_are_the_csvs():
         cells = [c.strip() for c in line.strip("|").split("|")]
         have = bpc.get(slot, {})
         assert cells[3:6] == [f"{have[s]:.3f}" if s in have else "pending" for s in SEEDS]
+
+
+def test_the_ablations_glued_numbers_are_its_csvs():
+    """Section 12.4's ablation of ``sdpa-sinusoidal``: its glued bits per character are the
+    ablation CSV's and, at rate 0.03 with the table unscaled, the grid's own seed-0 row."""
+    ablation = importlib.resources.files("attnlab.study") / "language_results"
+    with importlib.resources.as_file(ablation / "sinusoidal_ablation.csv") as path:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    assert {r["seed"] for r in rows} == {"0"} and {r["steps"] for r in rows} == {"2000"}
+    sin = {(r["table_scale"], r["lr"]): float(r["test_bpc"]) for r in rows
+           if r["slot"] == "sdpa-sinusoidal"}  # fmt: skip
+    grid0 = {r["slot"]: float(r["test_bpc"]) for r in _csv_rows() if r["seed"] == "0"}
+    sin["1", "0.03"] = grid0["sdpa-sinusoidal"]
+    (learned,) = [float(r["test_bpc"]) for r in rows if r["slot"] == BASELINE]
+    glued = stored_glue(CHAPTER)
+    assert len(sin) == 4
+    for (scale, lr), value in sin.items():
+        assert glued[f"abl.sin-{scale}-{lr}"] == f"{value:.3f}", (scale, lr)
+    assert glued["abl.learned-1-0.01"] == f"{learned:.3f}"
+    gap = min(sin["1", "0.01"], sin["0.02", "0.01"]) - learned
+    assert glued["abl.gap"] == f"{gap:.3f}"

@@ -35,6 +35,7 @@ CHAPTERS = (
     "09_positions",
     "10_gam_study",
     "11_language_model",
+    "12_gam_on_language",
 )
 COMPARISONS = {"allclose", "array_equal", "isclose", "equal", "array_equiv"}
 ERRATUM_LABEL = re.compile(r"^\(err-[\w-]+\)=", re.M)
