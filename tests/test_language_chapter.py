@@ -276,6 +276,10 @@ def test_the_chapters_glued_numbers_are_the_csvs():
         drops.append(before - last)
     assert glued["curves.last_drop"] == f"{min(drops):.3f} to {max(drops):.3f}"
     assert glued["t.separable"] == f"{T_975[2] / math.sqrt(3):.2f}" == "2.48"
+    base = np.array([bpc[BASELINE][s] for s in SEEDS])
+    shared = [slot for slot in MAIN_SLOTS if slot != BASELINE
+              and np.cov([bpc[slot][s] for s in SEEDS], base)[0, 1] > 0]  # pairing narrows
+    assert glued["pair.helped"] == f"{len(shared)} of the {len(MAIN_SLOTS) - 1}"
     table = glued["grid_table"].strip().splitlines()[2:]  # the table as glued: seed columns
     for slot, line in zip(MAIN_SLOTS, table, strict=True):
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -303,3 +307,9 @@ def test_the_ablations_glued_numbers_are_its_csvs():
     assert glued["abl.learned-1-0.01"] == f"{learned:.3f}"
     gap = min(sin["1", "0.01"], sin["0.02", "0.01"]) - learned
     assert glued["abl.gap"] == f"{gap:.3f}"
+    from attnlab.lm.baselines import KneserNey
+    from attnlab.lm.corpus import load_corpus
+
+    corpus = load_corpus()
+    bigram = KneserNey(corpus.train, corpus.vocab.size, order=2).bits_per_char(corpus.test)
+    assert glued["abl.bigram"] == f"{bigram:.3f}"
