@@ -28,6 +28,8 @@ import pytest
 from test_notebook_claims import parse
 from test_study_chapter import glued as stored_glue
 
+from attnlab.lm.baselines import KneserNey
+from attnlab.lm.corpus import load_corpus
 from attnlab.study.language_grid import MAIN_SLOTS, SEEDS
 from attnlab.study.language_report import BASELINE, grid_table, grid_table_markdown
 
@@ -307,9 +309,6 @@ def test_the_ablations_glued_numbers_are_its_csvs():
     assert glued["abl.learned-1-0.01"] == f"{learned:.3f}"
     gap = min(sin["1", "0.01"], sin["0.02", "0.01"]) - learned
     assert glued["abl.gap"] == f"{gap:.3f}"
-    from attnlab.lm.baselines import KneserNey
-    from attnlab.lm.corpus import load_corpus
-
     corpus = load_corpus()
     bigram = KneserNey(corpus.train, corpus.vocab.size, order=2).bits_per_char(corpus.test)
     assert glued["abl.bigram"] == f"{bigram:.3f}"

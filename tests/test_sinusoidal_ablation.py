@@ -22,6 +22,27 @@ def test_the_csv_holds_every_planned_run_once():
     assert TABLE_SCALE == 0.02  # GPT-2's embedding s.d., as CharTransformer draws them
 
 
-def test_a_table_scale_for_a_slot_without_a_table_is_refused():
-    with pytest.raises(ValueError, match="only sdpa-sinusoidal has a table"):
-        run_ablation("sdpa-learned", 0.5, 0.01, steps=1)
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "phrase"),
+    [
+        (("sdpa-learned", 0.5, 0.01), {}, ValueError, "only sdpa-sinusoidal has a table"),
+        (("gam-p2", 1.0, 0.01), {}, ValueError, "slot must be"),
+        (("sdpa-sinusoidal", float("nan"), 0.01), {}, ValueError, "scale must be"),
+        (("sdpa-sinusoidal", 0.0, 0.01), {}, ValueError, "scale must be"),
+        (("sdpa-sinusoidal", -1.0, 0.01), {}, ValueError, "scale must be"),
+        (("sdpa-sinusoidal", 1.0, float("inf")), {}, ValueError, "lr must be"),
+        (("sdpa-sinusoidal", 1.0, "0.01"), {}, TypeError, "lr must be"),
+        (("sdpa-sinusoidal", True, 0.01), {}, TypeError, "scale must be"),
+        (("sdpa-sinusoidal", 1.0, 0.01), {"steps": 5}, ValueError, "steps"),
+        (("sdpa-sinusoidal", 1.0, 0.01), {"seed": -1}, ValueError, "seed"),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_work(args, kwargs, error, phrase, monkeypatch):
+    import attnlab.lm.corpus
+
+    def no_corpus():  # a refusal must come before the corpus is even loaded
+        raise AssertionError("run_ablation loaded the corpus before checking its arguments")
+
+    monkeypatch.setattr(attnlab.lm.corpus, "load_corpus", no_corpus)
+    with pytest.raises(error, match=phrase):
+        run_ablation(*args, **kwargs)

@@ -22,6 +22,7 @@ from attnlab.study.engine import run_grid
 from attnlab.study.language import (
     LANGUAGE_LAYOUT,
     LMRunConfig,
+    format_curve,
     macs_per_token,
     parse_curve,
     run_lm,
@@ -439,3 +440,12 @@ def test_report_refuses_mixed_rows_and_plots_curves():
     assert figure.axes[0].get_lines()[0].get_ydata().tolist() == pytest.approx([2.5, 2.1])
     with pytest.raises(ValueError, match="no rows"):
         plot_language_curves([])
+
+
+def test_format_curve_writes_what_parse_curve_reads_and_skips_unscored_steps():
+    log = [{"step": 1, "valid_bpc": float("nan")}, {"step": 2, "valid_bpc": 3.14159},
+           {"step": 4, "valid_bpc": 2.5}]  # fmt: skip
+    text = format_curve(log)
+    assert text == "2:3.1416 4:2.5000"
+    assert parse_curve(text) == [(2, 3.1416), (4, 2.5)]
+    assert format_curve([]) == "" and parse_curve("") == []

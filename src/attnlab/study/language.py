@@ -30,7 +30,8 @@ from attnlab.study.lm_slots import LM_SLOTS, build_lm, slot_path
 
 __all__ = [
     "CURVE_CHARS", "LANGUAGE_COLUMNS", "LANGUAGE_CONFIG_COLUMNS", "LANGUAGE_LAYOUT",
-    "LANGUAGE_RESULT_COLUMNS", "LMRunConfig", "macs_per_token", "parse_curve", "run_lm",
+    "LANGUAGE_RESULT_COLUMNS", "LMRunConfig", "format_curve", "macs_per_token", "parse_curve",
+    "run_lm",
 ]  # fmt: skip
 
 #: Validation characters scored at each checkpoint of the learning curve.
@@ -148,6 +149,13 @@ def _corpus():
     return load_corpus()
 
 
+def format_curve(log: list[dict]) -> str:
+    """A training log's scored checkpoints as ``"step:bpc step:bpc …"`` (:func:`parse_curve`
+    reads it back); steps without a validation score (NaN) are left out."""
+    scored = [r for r in log if r["valid_bpc"] == r["valid_bpc"]]  # NaN where not evaluated
+    return " ".join(f"{r['step']}:{r['valid_bpc']:.4f}" for r in scored)
+
+
 def parse_curve(text: str) -> list[tuple[int, float]]:
     """The learning curve of a row: ``"step:bpc step:bpc …"`` → ``[(step, bpc), …]``."""
     return [(int(s), float(b)) for s, b in (item.split(":") for item in text.split())]
@@ -186,8 +194,7 @@ def run_lm(config: LMRunConfig, device: str = "cpu") -> dict[str, str]:
     val_bpc = bits_per_char(model, valid)
     test_bpc = bits_per_char(model, test)
     seconds, cpu_seconds = time.perf_counter() - wall, time.process_time() - cpu
-    scored = [r for r in log if r["valid_bpc"] == r["valid_bpc"]]  # NaN where not evaluated
-    curve = " ".join(f"{r['step']}:{r['valid_bpc']:.4f}" for r in scored)
+    curve = format_curve(log)
     tail = log[-max(1, config.steps // config.curve_points) :]
     row = {k: str(v) for k, v in asdict(config).items()}
     row.update(

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from attnlab._validate import check_float, check_int
+
 __all__ = ["ABLATION_CSV", "ABLATION_RUNS", "TABLE_SCALE", "run_ablation"]
 
 #: The embeddings' initial standard deviation (GPT-2's 0.02), the scale given to the table.
@@ -40,24 +42,36 @@ ABLATION_CSV = Path(__file__).parent / "language_results" / "sinusoidal_ablation
 def run_ablation(
     slot: str, scale: float, lr: float, *, seed: int = 0, steps: int = 2000
 ) -> dict[str, str]:
-    """Train ``slot`` (its sinusoidal table, if any, multiplied by ``scale``); one result row."""
+    """Train ``slot`` (its sinusoidal table, if any, multiplied by ``scale``); one result row.
+
+    Raises
+    ------
+    ValueError, TypeError
+        On a slot other than ``sdpa-sinusoidal`` and ``sdpa-learned``, a scale other than 1
+        for ``sdpa-learned`` (it has no fixed table), a scale or rate that is not a positive
+        finite number, or a seed or step count that is not an integer of the right size;
+        all before any work is done.
+    """
+    from attnlab.lm.corpus import load_corpus
     from attnlab.lm.training import bits_per_char, train_lm
-    from attnlab.study.language import _corpus
+    from attnlab.study.language import format_curve
     from attnlab.study.lm_slots import build_lm
 
-    corpus = _corpus()
+    if slot not in ("sdpa-sinusoidal", "sdpa-learned"):
+        raise ValueError(f"slot must be 'sdpa-sinusoidal' or 'sdpa-learned', got {slot!r}")
+    scale, lr = check_float(scale, "scale"), check_float(lr, "lr")
+    seed, steps = check_int(seed, "seed", minimum=0), check_int(steps, "steps", minimum=10)
+    if slot == "sdpa-learned" and scale != 1.0:
+        raise ValueError(f"only sdpa-sinusoidal has a table to scale, not {slot!r}")
+    corpus = load_corpus()
     model = build_lm(slot, vocab_size=corpus.vocab.size, seed=seed)
     if slot == "sdpa-sinusoidal":
         model.positions.mul_(scale)  # a buffer: not trained, only rescaled
-    elif scale != 1.0:
-        raise ValueError(f"only sdpa-sinusoidal has a table to scale, not {slot!r}")
     start = time.perf_counter()
     log = train_lm(
         model, corpus.train, steps=steps, lr=lr, seed=seed, valid_ids=corpus.valid,
         eval_every=steps // 10, progress=False,
     )  # fmt: skip
-    scored = [r for r in log if r["valid_bpc"] == r["valid_bpc"]]  # NaN where not evaluated
-    curve = " ".join(f"{r['step']}:{r['valid_bpc']:.4f}" for r in scored)
     return {
         "slot": slot,
         "table_scale": f"{scale:g}",
@@ -67,7 +81,7 @@ def run_ablation(
         "val_bpc": f"{bits_per_char(model, corpus.valid):.4f}",
         "test_bpc": f"{bits_per_char(model, corpus.test):.4f}",
         "seconds": f"{time.perf_counter() - start:.1f}",
-        "curve": curve,
+        "curve": format_curve(log),
     }
 
 
