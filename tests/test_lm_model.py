@@ -190,6 +190,60 @@ def test_training_is_deterministic_and_learns_a_periodic_text():
     assert runs[0][0][-1]["chars"] == 60 * 4 * 12
 
 
+def test_each_parameter_moves_by_its_own_peak_rate_on_the_first_step():
+    # Adam's first step is rate * g / (|g| + eps): entries with |g| >> eps move by the rate
+    ids = torch.arange(400) % 11
+    model = _model()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    slow = "blocks.0.attn.qkv.weight"
+    with pytest.raises(_OneStep):  # the callback stops training after the first update
+        train_lm(model, ids, steps=5, batch=4, lr=1e-2, warmup=1, weight_decay=0.0,
+                 progress=False, rates={slow: 1e-4}, on_step=_stop_after_one)  # fmt: skip
+    for name, p in model.named_parameters():
+        moved = (p.detach() - before[name]).abs().max().item()
+        assert moved == pytest.approx(1e-4 if name == slow else 1e-2, rel=1e-3), name
+
+
+class _OneStep(Exception):
+    pass
+
+
+def _stop_after_one(row: dict) -> None:
+    raise _OneStep
+
+
+def test_rates_equal_to_lr_change_nothing():
+    ids = torch.tensor([1, 2, 3, 4, 5, 1, 3, 5] * 50)
+    runs = []
+    for rates in (None, {}, {n: 2e-2 for n, _ in _model().named_parameters()}):
+        model = _model(d=16, heads=2, context=12)
+        log = train_lm(model, ids, steps=8, batch=4, lr=2e-2, warmup=2, progress=False,
+                       rates=rates)  # fmt: skip
+        runs.append(([r["train_bpc"] for r in log], model.state_dict()))
+    for log, state in runs[1:]:  # the same updates, whatever the grouping
+        assert log == runs[0][0]
+        assert all(torch.equal(v, runs[0][1][k]) for k, v in state.items())
+
+
+@pytest.mark.parametrize(
+    ("rates", "error", "match"),
+    [
+        ({"blocks.0.attn.brain": 1e-3}, ValueError, "names no parameter"),
+        ({"embed.weight": float("nan")}, ValueError, "rates"),
+        ({"embed.weight": -1e-3}, ValueError, "rates"),
+        ({"embed.weight": 0.0}, ValueError, "rates"),
+        ({"embed.weight": True}, TypeError, "rates"),
+        ({"embed.weight": "1e-3"}, TypeError, "rates"),
+    ],
+)
+def test_bad_rates_are_refused_before_a_step(rates, error, match):
+    model = _model()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with pytest.raises(error, match=match):
+        train_lm(model, torch.arange(40) % 11, steps=1, progress=False, rates=rates)
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
+
+
 def test_generation_is_reproducible_with_a_seeded_generator():
     model = _model()
     a = generate(model, torch.tensor([1, 2]), 8, 0.8, torch.Generator().manual_seed(3))

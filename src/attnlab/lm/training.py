@@ -11,7 +11,7 @@ but those of the first window has at least ``context // 2`` characters of contex
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import torch
@@ -72,6 +72,25 @@ def _lr_at(step: int, steps: int, lr: float, warmup: int) -> float:
         return lr * (step + 1) / warmup
     progress = (step - warmup) / max(1, steps - warmup)
     return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def _param_groups(
+    model: nn.Module, lr: float, weight_decay: float, rates: Mapping[str, float] | None
+) -> list[dict]:
+    """AdamW's groups: weight decay on matrices only; each group's peak rate as ``"peak"``."""
+    named = dict(model.named_parameters())
+    rates = {} if rates is None else dict(rates)
+    unknown = sorted(set(rates) - set(named))
+    if unknown:
+        raise ValueError(f"rates names no parameter of the model: {', '.join(map(repr, unknown))}")
+    peaks = {name: check_float(rate, f"rates[{name!r}]") for name, rate in rates.items()}
+    groups: dict[tuple[float, bool], list[nn.Parameter]] = {}
+    for name, p in named.items():  # in the model's order: without rates, two groups as ever
+        groups.setdefault((peaks.get(name, lr), p.dim() >= 2), []).append(p)
+    return [
+        {"params": ps, "peak": peak, "weight_decay": weight_decay if decays else 0.0}
+        for (peak, decays), ps in sorted(groups.items(), key=lambda kv: not kv[0][1])
+    ]
 
 
 @torch.no_grad()
@@ -139,6 +158,7 @@ def train_lm(
     eval_chars: int = 32_768,
     progress: bool = True,
     on_step: Callable[[dict], None] | None = None,
+    rates: Mapping[str, float] | None = None,
 ) -> list[dict]:
     """Train ``model`` on random windows of ``train_ids``; return one log row per step.
 
@@ -161,17 +181,23 @@ def train_lm(
         A tqdm bar.
     on_step : callable, optional
         Called with each log row.
+    rates : mapping of str to float, optional
+        Peak rates of single parameters, by their names in ``model.named_parameters()``
+        (e.g. GAM's brains, ``"blocks.0.attn.inner.b"``); every other parameter peaks at
+        ``lr``. Each follows the same warm-up and decay, scaled to its own peak.
 
     Returns
     -------
     list of dict
         ``{"step", "chars", "lr", "train_bpc", "valid_bpc"}`` (``valid_bpc`` NaN where not
-        evaluated); ``chars`` counts the training characters seen (``batch · context`` a step).
+        evaluated; ``lr`` the rate of the parameters that peak at ``lr``); ``chars`` counts
+        the training characters seen (``batch · context`` a step).
 
     Raises
     ------
     TypeError, ValueError
-        On a bad size or rate (named), or a non-finite loss.
+        On a bad size or rate (named), a name in ``rates`` that is not a parameter of
+        ``model``, or a non-finite loss.
     """
     steps, batch = check_int(steps, "steps"), check_int(batch, "batch")
     warmup = check_int(warmup, "warmup", minimum=0)
@@ -184,12 +210,8 @@ def train_lm(
     context = model.config.context
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    other = [p for p in model.parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": weight_decay}, {"params": other, "weight_decay": 0.0}],
-        lr=lr,
-        betas=(0.9, 0.99),
+        _param_groups(model, lr, weight_decay, rates), lr=lr, betas=(0.9, 0.99)
     )
     device = next(model.parameters()).device
     model.train()
@@ -198,7 +220,7 @@ def train_lm(
     for step in bar:
         rate = _lr_at(step, steps, lr, warmup)
         for group in optimizer.param_groups:
-            group["lr"] = rate
+            group["lr"] = _lr_at(step, steps, group["peak"], warmup)
         x, y = random_windows(train_ids, context, batch, generator)
         loss = model.loss(x.to(device), y.to(device))
         if not torch.isfinite(loss):
