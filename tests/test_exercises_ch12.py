@@ -63,12 +63,12 @@ def test_12_1_refuses_the_librarys_interval():
     refused_loophole("12.1", through_the_library, "paired_interval")
 
 
-def _macs(d, n, h, brains, degree, layers, vocab, *, b=None, keys=None, proj=2, mlp=8,
-          head=True, mix=True, per_degree=True):  # fmt: skip
+def _macs(d, n, h, brains, powers, layers, vocab, *, b=None, keys=None, proj=2, mlp=8,
+          head=True, mix=True, per_power=True):  # fmt: skip
     """An answer to 12.2, term by term from the shapes (the keywords make the mistakes)."""
     m = d if b is None else b
     keys = n if keys is None else keys
-    copies = brains * (degree if per_degree else 1)  # one (M, M) product per brain and power
+    copies = brains * (powers if per_power else 1)  # one (M, M) product per brain and power
     scores = h * copies * (m * m + keys * m)
     mixing = h * brains * n if (mix and brains > 1) else 0
     values = n * d + proj * d * d  # weights times values, and W_V, W_O
@@ -81,8 +81,8 @@ def test_12_2_passes_a_right_answer_and_matches_the_grid():
 
     ok, message = verdict("12.2", _macs)
     assert ok, message
-    for slot, brains, degree in (("gam-p2", 1, 1), ("gam-p2-b2", 2, 1), ("gam-poly", 1, 2)):
-        assert _macs(64, 128, 4, brains, degree, 2, 85) == macs_per_token(slot, vocab_size=85)
+    for slot, brains, powers in (("gam-p2", 1, 1), ("gam-p2-b2", 2, 1), ("gam-poly", 1, 2)):
+        assert _macs(64, 128, 4, brains, powers, 2, 85) == macs_per_token(slot, vocab_size=85)
 
 
 @pytest.mark.parametrize(
@@ -94,17 +94,17 @@ def test_12_2_passes_a_right_answer_and_matches_the_grid():
         ({"mlp": 4}, "width 4d"),
         ({"head": False}, "output head"),
         ({"mix": False}, "mixed"),
-        ({"per_degree": False}, "degree L"),
+        ({"per_power": False}, "L powers"),
     ],
 )
 def test_12_2_names_each_partly_right_answer_on_every_draw(kwargs, phrase):
-    def answer(d, n, h, brains, degree, layers, vocab):
+    def answer(d, n, h, brains, powers, layers, vocab):
         extra = dict(kwargs)
         if extra.get("b") == "dk":
             extra["b"] = d // h
         if extra.get("keys") == "half":
             extra["keys"] = (n + 1) / 2
-        return _macs(d, n, h, brains, degree, layers, vocab, **extra)
+        return _macs(d, n, h, brains, powers, layers, vocab, **extra)
 
     always_fails("12.2", answer, phrase)
 
@@ -112,10 +112,10 @@ def test_12_2_names_each_partly_right_answer_on_every_draw(kwargs, phrase):
 def test_12_2_refuses_the_librarys_count():
     from attnlab.study.language import macs_per_token
 
-    def through_the_library(d, n, h, brains, degree, layers, vocab):
-        slot = {(1, 1): "gam-p2", (2, 1): "gam-p2-b2", (1, 2): "gam-poly"}.get((brains, degree))
+    def through_the_library(d, n, h, brains, powers, layers, vocab):
+        slot = {(1, 1): "gam-p2", (2, 1): "gam-p2-b2", (1, 2): "gam-poly"}.get((brains, powers))
         if slot is None:
-            return _macs(d, n, h, brains, degree, layers, vocab)
+            return _macs(d, n, h, brains, powers, layers, vocab)
         return macs_per_token(slot, vocab_size=vocab, d=d, layers=layers, h=h, context=n)
 
     refused_loophole("12.2", through_the_library, "macs_per_token")

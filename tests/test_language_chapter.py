@@ -312,3 +312,28 @@ def test_the_ablations_glued_numbers_are_its_csvs():
     corpus = load_corpus()
     bigram = KneserNey(corpus.train, corpus.vocab.size, order=2).bits_per_char(corpus.test)
     assert glued["abl.bigram"] == f"{bigram:.3f}"
+
+
+def test_the_brain_rate_ablations_glued_numbers_are_its_csvs():
+    """Section 12.4's brain-rate ablation: each glued mean and paired interval (against its
+    own grid row and against ``sdpa-learned``) recomputed from the two CSVs."""
+    ablation = importlib.resources.files("attnlab.study") / "language_results"
+    with importlib.resources.as_file(ablation / "brain_rate_ablation.csv") as path:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    split: dict[str, dict[int, float]] = {}
+    for r in rows:
+        runs = split.setdefault(f"{r['slot']}.{r['slow'].replace('+', '-')}", {})
+        assert int(r["seed"]) not in runs
+        runs[int(r["seed"])] = float(r["test_bpc"])
+    assert set(split) == {"gam-p2.brains", "gamrel.brains", "gamrel.brains-r"}
+    grid = _by_slot(_csv_rows())
+    glued = stored_glue(CHAPTER)
+    for name, by_seed in split.items():
+        slot = name.split(".")[0]
+        mean = sum(by_seed.values()) / len(by_seed)
+        assert _same_number(glued[f"brain.{name}"], mean), name
+        for other in (slot, BASELINE):
+            expected = _paired(by_seed, grid[other])
+            assert _printed_interval(glued[f"brain.{name}~{other}"], expected, signed=True), (
+                name, other)  # fmt: skip

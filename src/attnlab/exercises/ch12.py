@@ -47,14 +47,14 @@ def _paired_bpc_interval(rng: np.random.Generator) -> Iterator[Case]:
         yield _interval_case(a, b)
 
 
-def _gam_macs(d: int, n: int, h: int, brains: int, degree: int, layers: int, vocab: int,
+def _gam_macs(d: int, n: int, h: int, brains: int, powers: int, layers: int, vocab: int,
               *, mixing: bool = True, b_width: int | None = None, pairs: float | None = None,
               projections: int = 2, mlp: int = 8, head: bool = True) -> int:  # fmt: skip
     """Multiply-adds per token of the grid's GAM model (the keywords make the mistakes)."""
     m = d if b_width is None else b_width  # each brain's B is (M, M) with M = d
     keys = n if pairs is None else pairs  # every one of the n keys is scored
     per_brain = m * m + keys * m  # y B (M²), then one dot product of length M per key
-    attention = h * brains * degree * per_brain + n * d + projections * d * d
+    attention = h * brains * powers * per_brain + n * d + projections * d * d
     if mixing and brains > 1:
         attention += h * brains * n  # each brain's n weights times its mixing weight
     total = layers * (attention + mlp * d * d) + (d * vocab if head else 0)
@@ -68,7 +68,7 @@ def _gam_macs(d: int, n: int, h: int, brains: int, degree: int, layers: int, voc
     forbid=("attnlab.study.language.macs_per_token",),
 )
 def _gam_macs_per_token(rng: np.random.Generator) -> Iterator[Case]:
-    """``gam_macs_per_token(d, n, h, brains, degree, layers, vocab)`` as chapter 12 counts."""
+    """``gam_macs_per_token(d, n, h, brains, powers, layers, vocab)`` as chapter 12 counts."""
     fixed = [(64, 128, 4, 2, 1, 2, 85), (64, 128, 4, 1, 2, 2, 85), (64, 128, 4, 1, 1, 2, 85),
              (48, 96, 3, 3, 2, 1, 50)]  # fmt: skip
     random = [
@@ -78,9 +78,9 @@ def _gam_macs_per_token(rng: np.random.Generator) -> Iterator[Case]:
         for h in rng.integers(2, 9, size=10)
     ]  # fmt: skip
     for i, shape in enumerate(fixed + random):
-        d, n, h, brains, degree, layers, vocab = shape
+        d, n, h, brains, powers, layers, vocab = shape
         on = (f"{'fixed ' if i < len(fixed) else ''}case {i}: d={d}, n={n}, h={h}, "
-              f"brains={brains}, degree={degree}, layers={layers}, vocab={vocab}")  # fmt: skip
+              f"brains={brains}, powers={powers}, layers={layers}, vocab={vocab}")  # fmt: skip
         hints = {
             "each head's brain B is (d, d) here, not (d_k, d_k): GAM's heads read the whole "
             "token": _gam_macs(*shape, b_width=d // h),
@@ -89,7 +89,7 @@ def _gam_macs_per_token(rng: np.random.Generator) -> Iterator[Case]:
             "W_V and W_O cost d² each per token": _gam_macs(*shape, projections=0),
             "the MLP has width 4d: 8 d² per token": _gam_macs(*shape, mlp=4),
             "the output head costs d · vocab per token": _gam_macs(*shape, head=False),
-            "the polynomial of degree L has L brains' worth of products (one per power)": (
+            "a polynomial of L powers has L brains' worth of products (one per power)": (
                 _gam_macs(*shape[:4], 1, *shape[5:])
             ),
         }
