@@ -46,6 +46,17 @@ def _torch_threads_restored():
 
 
 @pytest.fixture
+def corpus_forbidden(monkeypatch):
+    """Make ``attnlab.lm.corpus.load_corpus`` fail: a refusal must come before any work."""
+    import attnlab.lm.corpus
+
+    def no_corpus():
+        raise AssertionError("the corpus was loaded before the arguments were checked")
+
+    monkeypatch.setattr(attnlab.lm.corpus, "load_corpus", no_corpus)
+
+
+@pytest.fixture
 def one_torch_thread():
     """Run the test on one torch thread, then restore the count.
 

@@ -37,12 +37,6 @@ def test_the_csv_holds_every_planned_run_once():
         (("sdpa-sinusoidal", 1.0, 0.01), {"seed": -1}, ValueError, "seed"),
     ],
 )
-def test_bad_arguments_are_refused_before_any_work(args, kwargs, error, phrase, monkeypatch):
-    import attnlab.lm.corpus
-
-    def no_corpus():  # a refusal must come before the corpus is even loaded
-        raise AssertionError("run_ablation loaded the corpus before checking its arguments")
-
-    monkeypatch.setattr(attnlab.lm.corpus, "load_corpus", no_corpus)
+def test_bad_arguments_are_refused_before_any_work(args, kwargs, error, phrase, corpus_forbidden):
     with pytest.raises(error, match=phrase):
         run_ablation(*args, **kwargs)
