@@ -337,3 +337,42 @@ def test_the_brain_rate_ablations_glued_numbers_are_its_csvs():
             expected = _paired(by_seed, grid[other])
             assert _printed_interval(glued[f"brain.{name}~{other}"], expected, signed=True), (
                 name, other)  # fmt: skip
+
+
+def test_relative_against_absolute_at_the_ablations_rates_and_holms_count():
+    """The glued ``gamrel.brains-r`` − ``gam-p2.brains`` interval, and the number of the
+    fifteen comparisons that survive Holm's correction, recomputed here: p-values from the
+    float64 t statistic (exact two-sided form for two degrees of freedom), step-down by hand."""
+    ablation = importlib.resources.files("attnlab.study") / "language_results"
+    with importlib.resources.as_file(ablation / "brain_rate_ablation.csv") as path:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    by = {(r["slot"], r["slow"], int(r["seed"])): float(r["test_bpc"]) for r in rows}
+    relative = {s: by["gamrel", "brains+r", s] for s in SEEDS}
+    absolute = {s: by["gam-p2", "brains", s] for s in SEEDS}
+    glued = stored_glue(CHAPTER)
+    expected = _paired(relative, absolute)
+    assert _printed_interval(glued["brain.gamrel-vs-gam-p2"], expected, signed=True)
+    assert expected[1] < 0 < expected[2]  # "not separated", as the chapter says
+
+    bpc = _by_slot(_csv_rows())
+    pairs = re.findall(r"\(\"([\w-]+)\", (BASELINE|\"[\w-]+\")\)", _questions_source())
+    assert len(pairs) == 15
+    p_values = []
+    for a, b in pairs:
+        b = BASELINE if b == "BASELINE" else b.strip('"')
+        d = np.array([bpc[a][s] - bpc[b][s] for s in SEEDS])
+        t = d.mean() / (d.std(ddof=1) / math.sqrt(len(d)))
+        p_values.append(1 - abs(t) / math.sqrt(t * t + 2))  # Student t, 2 degrees of freedom
+    kept = 0
+    for i, p in enumerate(sorted(p_values)):
+        if p > 0.05 / (len(p_values) - i):
+            break
+        kept += 1
+    assert glued["holm.kept"] == str(kept) == "5"
+
+
+def _questions_source() -> str:
+    """The source of the chapter's cell that lists its comparisons."""
+    (cell,) = [c for c in _chapter()["cells"] if "".join(c["source"]).startswith("questions = [")]
+    return "".join(cell["source"]).split("]\n", 1)[0]
