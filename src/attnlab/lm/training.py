@@ -181,8 +181,8 @@ def train_lm(
         A tqdm bar.
     on_step : callable, optional
         Called with each log row.
-    rates : mapping of str to float, optional
-        Peak rates of single parameters, by their names in ``model.named_parameters()``
+    rates : dict, optional
+        ``{name: peak rate}``: single parameters, by their names in ``model.named_parameters()``
         (e.g. GAM's brains, ``"blocks.0.attn.inner.b"``); every other parameter peaks at
         ``lr``. Each follows the same warm-up and decay, scaled to its own peak.
 
