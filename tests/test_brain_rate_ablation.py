@@ -78,3 +78,20 @@ def test_a_model_without_brains_is_refused(slot):
 def test_bad_arguments_are_refused_before_any_work(args, kwargs, error, phrase, corpus_forbidden):
     with pytest.raises(error, match=phrase):
         run_ablation(*args, **kwargs)
+
+
+def test_the_command_refuses_a_foreign_csv_and_zero_workers_before_training(
+    tmp_path, corpus_forbidden, capsys
+):
+    from attnlab.study.brain_rate_ablation import main
+
+    foreign = tmp_path / "results.csv"
+    foreign.write_text("slot,seed,test_bpc\nsdpa-learned,0,2.4\n")
+    with pytest.raises(SystemExit) as stop:
+        main(["--out", str(foreign)])
+    assert stop.value.code == 2 and "not this ablation's CSV" in capsys.readouterr().err
+    assert foreign.read_text() == "slot,seed,test_bpc\nsdpa-learned,0,2.4\n"  # untouched
+    with pytest.raises(SystemExit) as stop:
+        main(["--workers", "0", "--out", str(tmp_path / "new.csv")])
+    assert stop.value.code == 2 and "--workers must be at least 1" in capsys.readouterr().err
+    assert not (tmp_path / "new.csv").exists()

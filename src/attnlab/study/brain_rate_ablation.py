@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from attnlab._validate import check_int
+from attnlab._validate import check_float, check_int
 
 __all__ = ["ABLATION_CSV", "ABLATION_RUNS", "BRAIN_NAMES", "REST_RATE", "SLOW_SETS",
            "brain_rates", "run_ablation"]  # fmt: skip
@@ -51,6 +51,11 @@ ABLATION_RUNS = tuple(
 ABLATION_CSV = Path(__file__).parent / "language_results" / "brain_rate_ablation.csv"
 
 
+def _check_slow(slow: str) -> None:
+    if slow not in SLOW_SETS:
+        raise ValueError(f"slow must be one of {', '.join(SLOW_SETS)}, got {slow!r}")
+
+
 def _is_slow(name: str, slow: str) -> bool:
     parts = name.split(".")
     if parts[-1] in BRAIN_NAMES:
@@ -68,8 +73,7 @@ def brain_rates(model: nn.Module, rate: float, slow: str = "brains") -> dict[str
         On an unknown ``slow``, or when ``model`` has no brain (an ``sdpa``, Shaw or Luong
         model).
     """
-    if slow not in SLOW_SETS:
-        raise ValueError(f"slow must be one of {', '.join(SLOW_SETS)}, got {slow!r}")
+    _check_slow(slow)
     names = {name: rate for name, _ in model.named_parameters() if _is_slow(name, slow)}
     if not names:
         raise ValueError("the model has no GAM brain (a parameter named b or b_p)")
@@ -94,7 +98,6 @@ def run_ablation(
         not a positive finite number, or a seed or step count that is not an integer of the
         right size; all before any work is done.
     """
-    from attnlab._validate import check_float
     from attnlab.lm.corpus import load_corpus
     from attnlab.lm.training import bits_per_char, train_lm
     from attnlab.study.language import format_curve
@@ -102,8 +105,7 @@ def run_ablation(
 
     if slot not in ("gam-p2", "gamrel"):
         raise ValueError(f"slot must be 'gam-p2' or 'gamrel', got {slot!r}")
-    if slow not in SLOW_SETS:
-        raise ValueError(f"slow must be one of {', '.join(SLOW_SETS)}, got {slow!r}")
+    _check_slow(slow)
     brain_rate = check_float(brain_rate, "brain_rate")
     seed, steps = check_int(seed, "seed", minimum=0), check_int(steps, "steps", minimum=10)
     torch.set_num_threads(1)
@@ -144,13 +146,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=1, help="runs at a time (default 1)")
     parser.add_argument("--out", type=Path, default=ABLATION_CSV, help="the CSV to write")
     args = parser.parse_args(argv)
-    workers = check_int(args.workers, "--workers")
+    if args.workers < 1:
+        parser.error(f"--workers must be at least 1, got {args.workers}")
     done = {}
     if args.out.exists():  # a rerun trains only the runs that are missing
         with open(args.out, newline="") as fh:
-            done = {_key(row): row for row in csv.DictReader(fh)}
+            reader = csv.DictReader(fh)
+            if not {"slot", "slow", "brain_lr", "seed"} <= set(reader.fieldnames or ()):
+                parser.error(f"{args.out} is not this ablation's CSV; it is left untouched")
+            done = {_key(row): row for row in reader}
     todo = [run for run in ABLATION_RUNS if run not in done]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
         done |= {_key(row): row for row in pool.map(_run, todo)}
     rows = [done[run] for run in ABLATION_RUNS]  # in ABLATION_RUNS' order
     for row in rows:
